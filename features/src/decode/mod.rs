@@ -1,0 +1,129 @@
+//! Decoders: bytes in any of the contract's encodings → [`Sample`]s, with a
+//! typed error for every record that could not be decoded.
+//!
+//! A message (or file) is sniffed once ([`sniff`]) and handed to one decoder:
+//! native JSON (object or array), dcgm-exporter Prometheus text,
+//! prometheus-kafka-adapter JSON (one metric per message, assembled by
+//! [`adapter::Assembler`]) or `nvidia-smi --query-gpu … --format=csv`.
+//! Decoders never panic on any input (property-tested) and never let one bad
+//! record spoil the good ones next to it.
+
+pub mod adapter;
+pub mod native;
+pub mod nvsmi;
+pub mod prom;
+mod value;
+
+pub use value::{is_blank_sentinel, validate};
+
+use crate::error::DecodeError;
+use crate::sample::Sample;
+
+/// The telemetry encodings of the contract, plus nvidia-smi CSV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `{"ts":…,"gpu":…,"metrics":{…}}` or an array of them.
+    Native,
+    /// A dcgm-exporter `/metrics` scrape.
+    PromText,
+    /// prometheus-kafka-adapter JSON: one metric per message.
+    Adapter,
+    /// `nvidia-smi --query-gpu=… --format=csv` output (header line first).
+    NvidiaSmiCsv,
+}
+
+/// What decoding one message produced: every good sample and every error.
+#[derive(Debug, Default)]
+pub struct DecodeOutput {
+    pub samples: Vec<Sample>,
+    pub errors: Vec<DecodeError>,
+}
+
+/// Guesses the encoding of one message or file from its first bytes.
+pub fn sniff(bytes: &[u8]) -> Option<Encoding> {
+    let start = bytes.iter().position(|b| !b.is_ascii_whitespace())?;
+    let head = &bytes[start..bytes.len().min(start + 4096)];
+    match head[0] {
+        b'[' => Some(Encoding::Native),
+        b'{' => {
+            let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
+            if has(b"\"labels\"") && has(b"\"name\"") && !has(b"\"metrics\"") {
+                Some(Encoding::Adapter)
+            } else {
+                Some(Encoding::Native)
+            }
+        }
+        _ => {
+            let first_line = head.split(|b| *b == b'\n').next().unwrap_or(head);
+            let lower = first_line.to_ascii_lowercase();
+            if first_line.contains(&b',')
+                && lower.windows(4).any(|w| w == b"uuid")
+                && !first_line.contains(&b'{')
+            {
+                Some(Encoding::NvidiaSmiCsv)
+            } else if head[0] == b'#' || head[0].is_ascii_alphabetic() || head[0] == b'_' {
+                Some(Encoding::PromText)
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Decodes one message of any self-contained encoding. `default_ts_ms` is the
+/// event time for formats that may omit it (a scrape without timestamps).
+/// Adapter messages need an [`adapter::Assembler`]; here they decode to
+/// nothing but an error, so callers that may see them use the assembler.
+pub fn decode(bytes: &[u8], default_ts_ms: i64) -> DecodeOutput {
+    let mut out = DecodeOutput::default();
+    match sniff(bytes) {
+        Some(Encoding::Native) => native::decode_into(bytes, &mut out),
+        Some(Encoding::PromText) => prom::decode_into(bytes, default_ts_ms, &mut out),
+        Some(Encoding::NvidiaSmiCsv) => nvsmi::decode_into(bytes, &mut out),
+        Some(Encoding::Adapter) => match adapter::parse(bytes) {
+            Ok(m) => {
+                let mut asm = adapter::Assembler::new(0);
+                asm.push(m, &mut out);
+                asm.flush_all(&mut out);
+            }
+            Err(e) => out.errors.push(e),
+        },
+        None if bytes.iter().all(u8::is_ascii_whitespace) => out.errors.push(DecodeError::Empty),
+        None => out.errors.push(DecodeError::UnknownEncoding),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniffs_each_encoding() {
+        assert_eq!(
+            sniff(br#" {"gpu":"GPU-1","metrics":{}}"#),
+            Some(Encoding::Native)
+        );
+        assert_eq!(sniff(br#"[{"gpu":"GPU-1"}]"#), Some(Encoding::Native));
+        assert_eq!(
+            sniff(br#"{"timestamp":"2026-01-01T00:00:00Z","value":"1","name":"DCGM_FI_DEV_GPU_TEMP","labels":{}}"#),
+            Some(Encoding::Adapter)
+        );
+        assert_eq!(sniff(b"# HELP x\nx 1\n"), Some(Encoding::PromText));
+        assert_eq!(
+            sniff(b"timestamp, name, uuid, temperature.gpu\n"),
+            Some(Encoding::NvidiaSmiCsv)
+        );
+        assert_eq!(sniff(b"\x00\x01"), None);
+        assert_eq!(sniff(b"   "), None);
+    }
+
+    #[test]
+    fn empty_and_garbage_are_errors() {
+        assert_eq!(decode(b"  \n", 0).errors, vec![DecodeError::Empty]);
+        assert_eq!(
+            decode(b"\x00\x01", 0).errors,
+            vec![DecodeError::UnknownEncoding]
+        );
+    }
+}
