@@ -10,6 +10,10 @@
 //! Names and semantics come from NVIDIA DCGM `dcgm_fields.h` (see
 //! `shared/reference/dcgm/health-fields.md`) and dcgm-exporter's counter lists.
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 
 /// How a field's value behaves over time.
@@ -44,14 +48,10 @@ macro_rules! fields {
                 match self { $(Field::$variant => FieldKind::$kind,)* }
             }
 
-            /// Looks a field up by its dcgm-exporter name, its old-namespace
-            /// name or its canonical DCGM name. Exact, case-sensitive match.
-            pub fn from_name(name: &str) -> Option<Field> {
-                match name {
-                    $($name $(| $alias)* => Some(Field::$variant),)*
-                    _ => None,
-                }
-            }
+            /// Every accepted name (primary and aliases) with its field.
+            const NAMES: &'static [(&'static str, Field)] = &[
+                $(($name, Field::$variant), $(($alias, Field::$variant),)*)*
+            ];
         }
     };
 }
@@ -112,7 +112,41 @@ fields! {
 pub const FIELD_COUNT: usize = Field::ALL.len();
 const _: () = assert!(FIELD_COUNT <= 64, "metric presence is a u64 bitmask");
 
+/// FNV-1a: names are short and trusted (a fixed table), so a simple,
+/// fast hash beats SipHash here; this lookup runs once per metric decoded.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type NameTable = HashMap<&'static str, Field, FnvBuild>;
+
+/// Builds [`Fnv`] hashers.
+pub(crate) type FnvBuild = BuildHasherDefault<Fnv>;
+
+fn name_table() -> &'static NameTable {
+    static TABLE: OnceLock<NameTable> = OnceLock::new();
+    TABLE.get_or_init(|| Field::NAMES.iter().copied().collect())
+}
+
 impl Field {
+    /// Looks a field up by its dcgm-exporter name, its old-namespace name or
+    /// its canonical DCGM name. Exact, case-sensitive match.
+    pub fn from_name(name: &str) -> Option<Field> {
+        name_table().get(name).copied()
+    }
+
     /// Index into metric arrays.
     pub const fn index(self) -> usize {
         self as usize

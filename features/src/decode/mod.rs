@@ -9,11 +9,13 @@
 //! record spoil the good ones next to it.
 
 pub mod adapter;
+mod intern;
 pub mod native;
 pub mod nvsmi;
 pub mod prom;
 mod value;
 
+pub use intern::Interner;
 pub use value::{is_blank_sentinel, validate};
 
 use crate::error::DecodeError;
@@ -33,10 +35,21 @@ pub enum Encoding {
 }
 
 /// What decoding one message produced: every good sample and every error.
+/// Reuse one per consumer (clear `samples` and `errors` between messages):
+/// its interner then shares GPU ids and labels across messages.
 #[derive(Debug, Default)]
 pub struct DecodeOutput {
     pub samples: Vec<Sample>,
     pub errors: Vec<DecodeError>,
+    pub interner: Interner,
+}
+
+impl DecodeOutput {
+    /// Empties samples and errors, keeping the interner.
+    pub fn clear(&mut self) {
+        self.samples.clear();
+        self.errors.clear();
+    }
 }
 
 /// Guesses the encoding of one message or file from its first bytes.

@@ -9,11 +9,10 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{DecodeOutput, validate};
+use super::{DecodeOutput, Interner, validate};
 use crate::error::DecodeError;
 use crate::field::Field;
 use crate::sample::{Metrics, Sample, Topology};
@@ -88,24 +87,24 @@ impl<'de> Visitor<'de> for MessageVisitor<'_> {
 }
 
 fn finish(index: usize, rec: RawRecord, out: &mut DecodeOutput) {
-    match rec.into_sample(index) {
+    match rec.into_sample(index, &mut out.interner) {
         Ok(s) => out.samples.push(s),
         Err(e) => out.errors.push(e),
     }
 }
 
 #[derive(Default)]
-struct RawRecord {
+struct RawRecord<'de> {
     ts: Option<Result<i64, String>>,
-    gpu: Option<String>,
-    topo: Topology,
+    gpu: Option<Cow<'de, str>>,
+    labels: [Option<Cow<'de, str>>; 5],
     metrics: Metrics,
     extra: Vec<(Box<str>, f64)>,
     problem: Option<DecodeError>,
 }
 
-impl RawRecord {
-    fn into_sample(self, index: usize) -> Result<Sample, DecodeError> {
+impl RawRecord<'_> {
+    fn into_sample(self, index: usize, interner: &mut Interner) -> Result<Sample, DecodeError> {
         if let Some(mut p) = self.problem {
             match &mut p {
                 DecodeError::BadField { index: i, .. }
@@ -136,13 +135,10 @@ impl RawRecord {
                 });
             }
         };
-        Ok(Sample {
-            ts_ms,
-            gpu: Arc::from(gpu),
-            topo: self.topo,
-            metrics: self.metrics,
-            extra: self.extra,
-        })
+        let [host, rack, cluster, model, job] =
+            self.labels.map(|l| l.filter(|v| !v.is_empty()).map(|v| interner.get(&v)));
+        let topo = Topology { host, rack, cluster, model, job };
+        Ok(Sample { ts_ms, gpu: interner.get(&gpu), topo, metrics: self.metrics, extra: self.extra })
     }
 
     fn fail(&mut self, e: DecodeError) {
@@ -153,8 +149,8 @@ impl RawRecord {
 struct RecordSeed;
 
 impl<'de> de::DeserializeSeed<'de> for RecordSeed {
-    type Value = RawRecord;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<RawRecord, D::Error> {
+    type Value = RawRecord<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<RawRecord<'de>, D::Error> {
         d.deserialize_map(RecordVisitor)
     }
 }
@@ -162,23 +158,23 @@ impl<'de> de::DeserializeSeed<'de> for RecordSeed {
 struct RecordVisitor;
 
 impl<'de> Visitor<'de> for RecordVisitor {
-    type Value = RawRecord;
+    type Value = RawRecord<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a sample object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawRecord, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawRecord<'de>, A::Error> {
         let mut rec = RawRecord::default();
         while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
             match &*k {
                 "ts" => rec.ts = Some(map.next_value::<Ts>()?.0),
-                "gpu" => rec.gpu = map.next_value::<Label<'de>>()?.0.map(Cow::into_owned),
-                "host" => rec.topo.host = map.next_value::<Label<'de>>()?.arc(),
-                "rack" => rec.topo.rack = map.next_value::<Label<'de>>()?.arc(),
-                "cluster" => rec.topo.cluster = map.next_value::<Label<'de>>()?.arc(),
-                "model" => rec.topo.model = map.next_value::<Label<'de>>()?.arc(),
-                "job" => rec.topo.job = map.next_value::<Label<'de>>()?.arc(),
+                "gpu" => rec.gpu = map.next_value::<Label<'de>>()?.0,
+                "host" => rec.labels[0] = map.next_value::<Label<'de>>()?.0,
+                "rack" => rec.labels[1] = map.next_value::<Label<'de>>()?.0,
+                "cluster" => rec.labels[2] = map.next_value::<Label<'de>>()?.0,
+                "model" => rec.labels[3] = map.next_value::<Label<'de>>()?.0,
+                "job" => rec.labels[4] = map.next_value::<Label<'de>>()?.0,
                 "metrics" => map.next_value_seed(MetricsSeed { rec: &mut rec })?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -189,18 +185,18 @@ impl<'de> Visitor<'de> for RecordVisitor {
     }
 }
 
-struct MetricsSeed<'r> {
-    rec: &'r mut RawRecord,
+struct MetricsSeed<'r, 'de> {
+    rec: &'r mut RawRecord<'de>,
 }
 
-impl<'de> de::DeserializeSeed<'de> for MetricsSeed<'_> {
+impl<'de> de::DeserializeSeed<'de> for MetricsSeed<'_, 'de> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for MetricsSeed<'_> {
+impl<'de> Visitor<'de> for MetricsSeed<'_, 'de> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -263,12 +259,6 @@ impl<'de> de::Deserialize<'de> for Key<'de> {
 
 /// A topology label: a string, a number (Slurm job ids) or null.
 struct Label<'de>(Option<Cow<'de, str>>);
-
-impl Label<'_> {
-    fn arc(self) -> Option<Arc<str>> {
-        self.0.filter(|s| !s.is_empty()).map(|s| Arc::from(&*s))
-    }
-}
 
 impl<'de> de::Deserialize<'de> for Label<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

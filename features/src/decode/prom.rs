@@ -8,6 +8,7 @@
 //! Lines without a GPU UUID (Go runtime metrics and the like) are ignored; a
 //! malformed line is an error for that line only.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{DecodeOutput, is_blank_sentinel, validate};
@@ -23,12 +24,13 @@ pub fn decode_into(bytes: &[u8], default_ts_ms: i64, out: &mut DecodeOutput) {
         return;
     };
     let first = out.samples.len();
+    let mut index = Index::default();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        if let Err(message) = decode_line(line, default_ts_ms, first, out) {
+        if let Err(message) = decode_line(line, default_ts_ms, first, &mut index, out) {
             out.errors.push(DecodeError::Line {
                 line: i + 1,
                 message,
@@ -37,10 +39,28 @@ pub fn decode_into(bytes: &[u8], default_ts_ms: i64, out: &mut DecodeOutput) {
     }
 }
 
+/// Where each (GPU, timestamp) sample of this input sits in `out.samples`:
+/// a file of many concatenated scrapes stays linear to decode.
+#[derive(Default)]
+struct Index(HashMap<Box<str>, Vec<(i64, usize)>>);
+
+impl Index {
+    fn slot(&mut self, gpu: &str, ts: i64, out: &mut DecodeOutput) -> usize {
+        if let Some(&(_, i)) = self.0.get(gpu).and_then(|v| v.iter().rev().find(|(t, _)| *t == ts)) {
+            return i;
+        }
+        out.samples.push(Sample::new(gpu, ts));
+        let i = out.samples.len() - 1;
+        self.0.entry(gpu.into()).or_default().push((ts, i));
+        i
+    }
+}
+
 fn decode_line(
     line: &str,
     default_ts: i64,
     first: usize,
+    index: &mut Index,
     out: &mut DecodeOutput,
 ) -> Result<(), String> {
     let parsed = parse_line(line)?;
@@ -65,16 +85,7 @@ fn decode_line(
         return Ok(());
     };
     let ts = parsed.ts_ms.unwrap_or(default_ts);
-    let idx = match out.samples[first..]
-        .iter()
-        .position(|s| s.ts_ms == ts && &*s.gpu == gpu)
-    {
-        Some(p) => first + p,
-        None => {
-            out.samples.push(Sample::new(gpu, ts));
-            out.samples.len() - 1
-        }
-    };
+    let idx = index.slot(gpu, ts, out);
     let s = &mut out.samples[idx];
     let set = |slot: &mut Option<Arc<str>>, v: Option<&str>| {
         if slot.is_none() {

@@ -1,0 +1,45 @@
+//! The command tree. Each command's flags live with the command
+//! (`commands::*::…Args`); this file only assembles them and holds the flags
+//! every command shares (logging).
+
+use clap::{Args, Parser, Subcommand};
+
+/// forewarn watches a GPU fleet's DCGM telemetry and tells operators which
+/// GPUs are failing or about to fail — early enough to drain them, quietly
+/// enough that nobody mutes it.
+#[derive(Debug, Parser)]
+#[command(name = "forewarn", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags shared by every command.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Log filter in `tracing` syntax, e.g. `info` or `detector=debug,warn`.
+    #[arg(long, global = true, env = "FOREWARN_LOG", default_value = "info")]
+    pub log: String,
+    /// Write logs as JSON lines (for log shippers) instead of text.
+    #[arg(long, global = true)]
+    pub log_json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a simulated GPU fleet's telemetry and ground-truth failure labels.
+    Simulate(crate::commands::simulate::SimulateArgs),
+}
+
+/// Sets up `tracing` to stderr, text or JSON.
+pub fn init_tracing(g: &GlobalArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&g.log)
+        .map_err(|e| anyhow::anyhow!("--log {:?} is not a valid filter: {e}", g.log))?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let result = if g.log_json { builder.json().try_init() } else { builder.try_init() };
+    // A second init (tests running several commands) keeps the first.
+    drop(result);
+    Ok(())
+}

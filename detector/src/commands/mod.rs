@@ -1,0 +1,4 @@
+//! One module per `forewarn` command. Each exposes a clap `…Args` struct and
+//! a `run(&Args)`; shared machinery lives in the crate's other modules.
+
+pub mod simulate;

@@ -1,0 +1,184 @@
+//! `forewarn simulate`: runs the seeded fleet simulator and writes its
+//! telemetry (Parquet, JSON lines or dcgm-exporter text) plus ground-truth
+//! labels, for backtests, training and demos.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use datasets::parquet::{TelemetryWriter, WriterOptions};
+use datasets::simulator::{SimConfig, Simulator};
+use features::Sample;
+use features::time::parse_timestamp;
+
+/// Output encodings of `simulate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SimFormat {
+    /// Native JSON, one sample per line (the Kafka message format).
+    Jsonl,
+    /// Apache Parquet, one row per sample (the training format).
+    Parquet,
+    /// dcgm-exporter text, one scrape per host per interval.
+    Prom,
+}
+
+impl SimFormat {
+    fn extension(self) -> &'static str {
+        match self {
+            SimFormat::Jsonl => "jsonl",
+            SimFormat::Parquet => "parquet",
+            SimFormat::Prom => "prom",
+        }
+    }
+}
+
+/// Write a simulated fleet's telemetry and its ground-truth labels.
+///
+/// Writes `<out>/telemetry.<format>`, `<out>/labels.csv` (the contract's
+/// `gpu,ts,kind`) and `<out>/labels.parquet` (with precursor onset and
+/// topology). The same seed and flags always give the same bytes.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Number of GPUs (8 per host, hosts grouped into racks and clusters).
+    #[arg(long, default_value_t = 1_000)]
+    pub gpus: usize,
+    /// Simulated duration in hours.
+    #[arg(long, default_value_t = 24.0)]
+    pub hours: f64,
+    /// Seconds between two samples of one GPU.
+    #[arg(long, default_value_t = 30)]
+    pub interval: u32,
+    /// Seed of every random choice: same seed, same fleet, same failures.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output directory (created if missing).
+    #[arg(long, default_value = "out")]
+    pub out: PathBuf,
+    /// Telemetry encoding.
+    #[arg(long, value_enum, default_value_t = SimFormat::Parquet)]
+    pub format: SimFormat,
+    /// Event time of the first sample (RFC 3339).
+    #[arg(long, default_value = "2026-11-01T00:00:00Z")]
+    pub start: String,
+    /// Mix in dirty data: dropped samples, duplicates, small reorders and
+    /// (in jsonl and prom) malformed messages.
+    #[arg(long)]
+    pub dirty: bool,
+    /// Failures per GPU-day, before the power-law propensity spreads them.
+    #[arg(long)]
+    pub failure_rate: Option<f64>,
+}
+
+/// Where samples go, whatever the format.
+enum Sink {
+    Jsonl(BufWriter<File>),
+    Parquet(Box<TelemetryWriter<BufWriter<File>>>),
+    Prom(BufWriter<File>),
+}
+
+impl Sink {
+    fn open(path: &Path, format: SimFormat) -> anyhow::Result<Sink> {
+        let f = BufWriter::with_capacity(1 << 20, File::create(path).with_context(|| format!("creating {}", path.display()))?);
+        Ok(match format {
+            SimFormat::Jsonl => Sink::Jsonl(f),
+            SimFormat::Prom => Sink::Prom(f),
+            SimFormat::Parquet => Sink::Parquet(Box::new(TelemetryWriter::new(f, &WriterOptions::default())?)),
+        })
+    }
+
+    fn write_tick(&mut self, samples: &[Sample], malformed: &[Vec<u8>]) -> anyhow::Result<()> {
+        match self {
+            Sink::Parquet(w) => {
+                for s in samples {
+                    w.push(s)?;
+                }
+            }
+            Sink::Jsonl(w) => {
+                for s in samples {
+                    serde_json::to_writer(&mut *w, s)?;
+                    w.write_all(b"\n")?;
+                }
+                for m in malformed {
+                    w.write_all(m)?;
+                    w.write_all(b"\n")?;
+                }
+            }
+            Sink::Prom(w) => {
+                for s in samples {
+                    write_prom(w, s)?;
+                }
+                for m in malformed {
+                    w.write_all(m)?;
+                    w.write_all(b"\n")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        match self {
+            Sink::Parquet(w) => w.finish()?.flush()?,
+            Sink::Jsonl(mut w) | Sink::Prom(mut w) => w.flush()?,
+        }
+        Ok(())
+    }
+}
+
+/// One sample as dcgm-exporter would print it, with explicit timestamps.
+fn write_prom(w: &mut impl Write, s: &Sample) -> std::io::Result<()> {
+    let t = &s.topo;
+    let mut labels = format!("UUID=\"{}\"", s.gpu);
+    for (k, v) in [("Hostname", &t.host), ("modelName", &t.model), ("rack", &t.rack), ("cluster", &t.cluster), ("hpc_job", &t.job)] {
+        if let Some(v) = v {
+            labels.push_str(&format!(",{k}=\"{v}\""));
+        }
+    }
+    for (f, v) in s.metrics.iter() {
+        writeln!(w, "{}{{{labels}}} {v} {}", f.name(), s.ts_ms)?;
+    }
+    Ok(())
+}
+
+pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
+    let start_ms = parse_timestamp(&args.start).with_context(|| format!("--start {:?} is not an RFC 3339 time", args.start))?;
+    let mut cfg = SimConfig { gpus: args.gpus, hours: args.hours, interval_s: args.interval, seed: args.seed, start_ms, dirty: args.dirty, ..SimConfig::default() };
+    if let Some(rate) = args.failure_rate {
+        cfg.failure_rate_per_gpu_day = rate;
+    }
+    let mut sim = Simulator::new(cfg).context("invalid simulation settings")?;
+    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    let path = args.out.join(format!("telemetry.{}", args.format.extension()));
+    let mut sink = Sink::open(&path, args.format)?;
+
+    let ticks = (args.hours * 3600.0 / f64::from(args.interval.max(1))).ceil() as u64;
+    let pb = crate::progress::bar(ticks * args.gpus as u64, "samples");
+    let started = std::time::Instant::now();
+    let mut buf = Vec::with_capacity(args.gpus);
+    let mut total = 0u64;
+    while sim.next_tick(&mut buf).is_some() {
+        let malformed = if args.dirty { sim.malformed() } else { Vec::new() };
+        sink.write_tick(&buf, &malformed)?;
+        total += buf.len() as u64;
+        pb.inc(buf.len() as u64);
+        buf.clear();
+    }
+    sink.finish().with_context(|| format!("writing {}", path.display()))?;
+    pb.finish_and_clear();
+
+    let labels: Vec<datasets::Label> = sim.labels().iter().map(datasets::Label::from).collect();
+    datasets::labels::write_csv(&args.out.join("labels.csv"), &labels)?;
+    datasets::labels::write_parquet(&args.out.join("labels.parquet"), &labels)?;
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "wrote {total} samples of {} GPUs over {} h to {} in {secs:.2} s ({:.0} samples/s); {} labels",
+        args.gpus,
+        args.hours,
+        path.display(),
+        total as f64 / secs.max(1e-9),
+        labels.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! # detector
+//!
+//! The glue crate and the `forewarn` binary: command line, configuration,
+//! sources (Kafka, files, stdin, the built-in simulator), the sharded
+//! pipeline, checkpoints, the REST API, metrics and tracing. It is the only
+//! crate that knows rdkafka and serves HTTP.
+//!
+//! Layout:
+//! - [`cli`]: the clap command tree; one `Args` struct per command.
+//! - [`commands`]: one module per command (`simulate`, …), each a `run(&Args)`.
+//! - [`progress`]: progress bars that only draw on a terminal.
+
+pub mod cli;
+pub mod commands;
+pub mod progress;
+
+/// Runs one parsed command line.
+pub fn run_cli(cli: cli::Cli) -> anyhow::Result<()> {
+    cli::init_tracing(&cli.global)?;
+    match &cli.command {
+        cli::Command::Simulate(args) => commands::simulate::run(args),
+    }
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command of the README, also what CI runs (.ci/run).
+#
+# Works on a fresh machine: installs what the end-to-end tests need (the tansu
+# Kafka-compatible broker, built once and cached by path), then runs every
+# test of the workspace. Build outputs and tools live outside the clone so
+# repeat runs skip rebuilds:
+#   CARGO_TARGET_DIR  (default ~/.cache/forewarn/target)
+#   FOREWARN_TOOLS    (default ~/.cache/forewarn/tools)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/forewarn/target}"
+export FOREWARN_TOOLS="${FOREWARN_TOOLS:-$HOME/.cache/forewarn/tools}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+if [ -x scripts/broker.sh ]; then
+  scripts/broker.sh install
+fi
+
+echo "== cargo test --workspace"
+cargo test --workspace --no-fail-fast
