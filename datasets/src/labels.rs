@@ -6,7 +6,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, StringBuilder, TimestampMillisecondArray, TimestampMillisecondBuilder};
+use arrow::array::{
+    Array, ArrayRef, RecordBatch, StringArray, StringBuilder, TimestampMillisecondArray,
+    TimestampMillisecondBuilder,
+};
 use features::time::{format_rfc3339_s, parse_timestamp};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -50,20 +53,28 @@ impl From<&crate::simulator::FailureLabel> for Label {
 /// Writes the contract's `gpu,ts,kind` CSV: the labels that name a GPU
 /// (wider incidents live in the Parquet form only).
 pub fn write_csv(path: &Path, labels: &[Label]) -> Result<(), DatasetError> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| DatasetError::io(path.display(), e))?);
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(path).map_err(|e| DatasetError::io(path.display(), e))?,
+    );
     let mut text = String::from("gpu,ts,kind\n");
     for l in labels {
         if let Some(gpu) = &l.gpu {
             text.push_str(&format!("{gpu},{},{}\n", format_rfc3339_s(l.ts_ms), l.kind));
         }
     }
-    f.write_all(text.as_bytes()).and_then(|()| f.flush()).map_err(|e| DatasetError::io(path.display(), e))
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.flush())
+        .map_err(|e| DatasetError::io(path.display(), e))
 }
 
 /// Reads a `gpu,ts,kind` CSV; extra columns are ignored, errors name the line.
 pub fn read_csv(path: &Path) -> Result<Vec<Label>, DatasetError> {
     let f = std::fs::File::open(path).map_err(|e| DatasetError::io(path.display(), e))?;
-    let bad = |line: usize, message: String| DatasetError::Csv { path: path.display().to_string(), line, message };
+    let bad = |line: usize, message: String| DatasetError::Csv {
+        path: path.display().to_string(),
+        line,
+        message,
+    };
     let mut out = Vec::new();
     let mut cols: Option<(usize, usize, usize)> = None;
     for (i, line) in BufReader::new(f).lines().enumerate() {
@@ -74,13 +85,25 @@ pub fn read_csv(path: &Path) -> Result<Vec<Label>, DatasetError> {
         }
         let cells: Vec<&str> = line.split(',').map(str::trim).collect();
         let Some((g, t, k)) = cols else {
-            let find = |name: &str| cells.iter().position(|c| *c == name).ok_or_else(|| bad(i + 1, format!("header has no `{name}` column")));
+            let find = |name: &str| {
+                cells
+                    .iter()
+                    .position(|c| *c == name)
+                    .ok_or_else(|| bad(i + 1, format!("header has no `{name}` column")))
+            };
             cols = Some((find("gpu")?, find("ts")?, find("kind")?));
             continue;
         };
-        let cell = |j: usize, name: &str| cells.get(j).copied().filter(|c| !c.is_empty()).ok_or_else(|| bad(i + 1, format!("missing `{name}`")));
+        let cell = |j: usize, name: &str| {
+            cells
+                .get(j)
+                .copied()
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| bad(i + 1, format!("missing `{name}`")))
+        };
         let ts_text = cell(t, "ts")?;
-        let ts_ms = parse_timestamp(ts_text).ok_or_else(|| bad(i + 1, format!("`ts` is not RFC 3339: {ts_text:?}")))?;
+        let ts_ms = parse_timestamp(ts_text)
+            .ok_or_else(|| bad(i + 1, format!("`ts` is not RFC 3339: {ts_text:?}")))?;
         out.push(Label {
             gpu: Some(cell(g, "gpu")?.to_string()),
             ts_ms,
@@ -136,12 +159,18 @@ pub fn read(path: &Path) -> Result<Vec<Label>, DatasetError> {
     }
     let f = std::fs::File::open(path).map_err(|e| DatasetError::io(path.display(), e))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(f)?.build()?;
-    let mismatch = |message: &str| DatasetError::Schema { path: path.display().to_string(), message: message.into() };
+    let mismatch = |message: &str| DatasetError::Schema {
+        path: path.display().to_string(),
+        message: message.into(),
+    };
     let mut out = Vec::new();
     for batch in reader {
         let batch = batch?;
         let s = |name: &str| {
-            batch.column_by_name(name).and_then(|c| c.as_any().downcast_ref::<StringArray>()).ok_or_else(|| mismatch(name))
+            batch
+                .column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                .ok_or_else(|| mismatch(name))
         };
         let t = |name: &str| {
             batch
@@ -173,9 +202,33 @@ mod tests {
 
     fn sample_labels() -> Vec<Label> {
         vec![
-            Label { gpu: Some("GPU-a".into()), ts_ms: 1_795_971_600_000, kind: "hbm_ecc".into(), onset_ms: Some(1_795_900_000_000), end_ms: None, host: Some("node-0001".into()), rack: Some("r01".into()) },
-            Label { gpu: Some("GPU-b".into()), ts_ms: 1_795_971_660_000, kind: "sudden_death".into(), onset_ms: None, end_ms: None, host: None, rack: None },
-            Label { gpu: None, ts_ms: 1_795_971_000_000, kind: "rack_cooling".into(), onset_ms: Some(1_795_971_000_000), end_ms: Some(1_795_975_000_000), host: None, rack: Some("r03".into()) },
+            Label {
+                gpu: Some("GPU-a".into()),
+                ts_ms: 1_795_971_600_000,
+                kind: "hbm_ecc".into(),
+                onset_ms: Some(1_795_900_000_000),
+                end_ms: None,
+                host: Some("node-0001".into()),
+                rack: Some("r01".into()),
+            },
+            Label {
+                gpu: Some("GPU-b".into()),
+                ts_ms: 1_795_971_660_000,
+                kind: "sudden_death".into(),
+                onset_ms: None,
+                end_ms: None,
+                host: None,
+                rack: None,
+            },
+            Label {
+                gpu: None,
+                ts_ms: 1_795_971_000_000,
+                kind: "rack_cooling".into(),
+                onset_ms: Some(1_795_971_000_000),
+                end_ms: Some(1_795_975_000_000),
+                host: None,
+                rack: Some("r03".into()),
+            },
         ]
     }
 
@@ -189,8 +242,15 @@ mod tests {
         let c = dir.join("labels.csv");
         write_csv(&c, &sample_labels()).expect("write csv");
         let back = read(&c).expect("read csv");
-        assert_eq!(back.len(), 2, "the rack incident names no GPU: Parquet only");
-        assert_eq!((back[0].gpu.as_deref(), back[0].ts_ms, back[0].kind.as_str()), (Some("GPU-a"), 1_795_971_600_000, "hbm_ecc"));
+        assert_eq!(
+            back.len(),
+            2,
+            "the rack incident names no GPU: Parquet only"
+        );
+        assert_eq!(
+            (back[0].gpu.as_deref(), back[0].ts_ms, back[0].kind.as_str()),
+            (Some("GPU-a"), 1_795_971_600_000, "hbm_ecc")
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -199,7 +259,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fw-labels-bad-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("tmp dir");
         let p = dir.join("bad.csv");
-        std::fs::write(&p, "gpu,ts,kind\nGPU-a,2026-11-30T04:12:00Z,hbm_ecc\nGPU-b,yesterday,thermal\n").expect("write");
+        std::fs::write(
+            &p,
+            "gpu,ts,kind\nGPU-a,2026-11-30T04:12:00Z,hbm_ecc\nGPU-b,yesterday,thermal\n",
+        )
+        .expect("write");
         let err = read_csv(&p).expect_err("bad ts").to_string();
         assert!(err.contains("line 3") && err.contains("yesterday"), "{err}");
         std::fs::remove_dir_all(&dir).ok();

@@ -25,11 +25,25 @@ fn ts_type() -> DataType {
 
 /// The telemetry schema.
 pub fn telemetry() -> SchemaRef {
-    let mut fields = vec![ArrowField::new("ts", ts_type(), false), ArrowField::new("gpu", DataType::Utf8, false)];
-    fields.extend(TOPOLOGY_COLUMNS.iter().map(|c| ArrowField::new(*c, DataType::Utf8, true)));
-    fields.extend(Field::ALL.iter().map(|f| ArrowField::new(f.name(), DataType::Float64, true)));
-    let meta: std::collections::HashMap<String, String> =
-        [(VERSION_KEY.to_string(), TELEMETRY_SCHEMA_VERSION.to_string())].into();
+    let mut fields = vec![
+        ArrowField::new("ts", ts_type(), false),
+        ArrowField::new("gpu", DataType::Utf8, false),
+    ];
+    fields.extend(
+        TOPOLOGY_COLUMNS
+            .iter()
+            .map(|c| ArrowField::new(*c, DataType::Utf8, true)),
+    );
+    fields.extend(
+        Field::ALL
+            .iter()
+            .map(|f| ArrowField::new(f.name(), DataType::Float64, true)),
+    );
+    let meta: std::collections::HashMap<String, String> = [(
+        VERSION_KEY.to_string(),
+        TELEMETRY_SCHEMA_VERSION.to_string(),
+    )]
+    .into();
     Arc::new(Schema::new_with_metadata(fields, meta))
 }
 

@@ -29,16 +29,26 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the service; with no config, on the built-in simulated fleet.
+    Serve(crate::commands::serve::ServeArgs),
     /// Write a simulated GPU fleet's telemetry and ground-truth failure labels.
     Simulate(crate::commands::simulate::SimulateArgs),
+    /// Run the pipeline on telemetry files and write the alerts it would send.
+    Backtest(crate::commands::backtest::BacktestArgs),
 }
 
 /// Sets up `tracing` to stderr, text or JSON.
 pub fn init_tracing(g: &GlobalArgs) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(&g.log)
         .map_err(|e| anyhow::anyhow!("--log {:?} is not a valid filter: {e}", g.log))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let result = if g.log_json { builder.json().try_init() } else { builder.try_init() };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = if g.log_json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
     // A second init (tests running several commands) keeps the first.
     drop(result);
     Ok(())

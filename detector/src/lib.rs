@@ -10,14 +10,23 @@
 //! - [`commands`]: one module per command (`simulate`, …), each a `run(&Args)`.
 //! - [`progress`]: progress bars that only draw on a terminal.
 
+pub mod api;
+pub mod assess;
 pub mod cli;
 pub mod commands;
+pub mod config;
+pub mod metrics;
+pub mod pipeline;
 pub mod progress;
+pub mod sources;
+pub mod state;
 
 /// Runs one parsed command line.
 pub fn run_cli(cli: cli::Cli) -> anyhow::Result<()> {
     cli::init_tracing(&cli.global)?;
     match &cli.command {
         cli::Command::Simulate(args) => commands::simulate::run(args),
+        cli::Command::Backtest(args) => commands::backtest::run(args),
+        cli::Command::Serve(args) => commands::serve::run(args),
     }
 }

@@ -9,7 +9,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// stderr is a terminal.
 pub fn bar(total: u64, unit: &str) -> ProgressBar {
     let pb = ProgressBar::with_draw_target(Some(total), draw_target());
-    let template = format!("{{spinner}} [{{elapsed_precise}}] {{wide_bar}} {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})");
+    let template = format!(
+        "{{spinner}} [{{elapsed_precise}}] {{wide_bar}} {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})"
+    );
     if let Ok(style) = ProgressStyle::with_template(&template) {
         pb.set_style(style);
     }
@@ -17,5 +19,9 @@ pub fn bar(total: u64, unit: &str) -> ProgressBar {
 }
 
 fn draw_target() -> ProgressDrawTarget {
-    if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() }
+    if std::io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    }
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use serde::ser::{SerializeMap, SerializeStruct};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::field::{FIELD_COUNT, Field};
 use crate::time::format_rfc3339_ms;
@@ -92,7 +92,9 @@ impl std::fmt::Debug for Metrics {
 }
 
 /// Where a GPU sits and what it runs: everything optional but the GPU id.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+/// Serde support exists so that feature state (which remembers each GPU's
+/// topology) can be checkpointed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Topology {
     pub host: Option<Arc<str>>,
     pub rack: Option<Arc<str>>,

@@ -32,7 +32,12 @@ impl TelemetryReader {
         let builder = ParquetRecordBatchReaderBuilder::try_new(f)?;
         let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
         let batches = builder.with_batch_size(READ_BATCH_ROWS).build()?;
-        Ok(TelemetryReader { path: path.display().to_string(), batches, rows, interned: HashMap::new() })
+        Ok(TelemetryReader {
+            path: path.display().to_string(),
+            batches,
+            rows,
+            interned: HashMap::new(),
+        })
     }
 
     /// Rows in the file (from its footer), for progress bars.
@@ -42,7 +47,9 @@ impl TelemetryReader {
 
     /// The next batch of samples, or `None` at the end of the file.
     pub fn next_batch(&mut self, out: &mut Vec<Sample>) -> Result<Option<usize>, DatasetError> {
-        let Some(batch) = self.batches.next() else { return Ok(None) };
+        let Some(batch) = self.batches.next() else {
+            return Ok(None);
+        };
         let batch = batch?;
         self.convert(&batch, out)?;
         Ok(Some(batch.num_rows()))
@@ -58,7 +65,10 @@ impl TelemetryReader {
     }
 
     fn convert(&mut self, batch: &RecordBatch, out: &mut Vec<Sample>) -> Result<(), DatasetError> {
-        let mismatch = |message: String| DatasetError::Schema { path: self.path.clone(), message };
+        let mismatch = |message: String| DatasetError::Schema {
+            path: self.path.clone(),
+            message,
+        };
         let ts = batch
             .column_by_name("ts")
             .and_then(|c| c.as_any().downcast_ref::<TimestampMillisecondArray>())
@@ -69,7 +79,11 @@ impl TelemetryReader {
             .ok_or_else(|| mismatch("no `gpu` string column".into()))?;
         let topo: Vec<Option<&StringArray>> = TOPOLOGY_COLUMNS
             .iter()
-            .map(|c| batch.column_by_name(c).and_then(|c| c.as_any().downcast_ref::<StringArray>()))
+            .map(|c| {
+                batch
+                    .column_by_name(c)
+                    .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            })
             .collect();
         let metrics: Vec<(Field, &Float64Array)> = Field::ALL
             .iter()
@@ -85,7 +99,9 @@ impl TelemetryReader {
             }
             let mut s = Sample::new(Self::intern(&mut self.interned, gpu.value(i)), ts.value(i));
             let mut text = |j: usize| {
-                topo[j].filter(|a| !a.is_null(i)).map(|a| Self::intern(&mut self.interned, a.value(i)))
+                topo[j]
+                    .filter(|a| !a.is_null(i))
+                    .map(|a| Self::intern(&mut self.interned, a.value(i)))
             };
             s.topo.host = text(0);
             s.topo.rack = text(1);

@@ -7,9 +7,12 @@ use super::*;
 fn samples(n: usize) -> Vec<Sample> {
     (0..n)
         .map(|i| {
-            let mut s = Sample::new(format!("GPU-{}", i % 7), 1_795_971_600_000 + (i as i64 / 7) * 30_000)
-                .with(Field::GpuTemp, 40.0 + (i % 30) as f64)
-                .with(Field::EccSbeVolTotal, (i / 100) as f64);
+            let mut s = Sample::new(
+                format!("GPU-{}", i % 7),
+                1_795_971_600_000 + (i as i64 / 7) * 30_000,
+            )
+            .with(Field::GpuTemp, 40.0 + (i % 30) as f64)
+            .with(Field::EccSbeVolTotal, (i / 100) as f64);
             if i % 3 == 0 {
                 s.metrics.set(Field::PowerUsage, 612.5);
             }
@@ -24,7 +27,14 @@ fn samples(n: usize) -> Vec<Sample> {
 fn round_trip_is_exact_and_deterministic() {
     let input = samples(150_000);
     let write = || {
-        let mut w = TelemetryWriter::new(Vec::new(), &WriterOptions { row_group_rows: 50_000, ..Default::default() }).expect("writer");
+        let mut w = TelemetryWriter::new(
+            Vec::new(),
+            &WriterOptions {
+                row_group_rows: 50_000,
+                ..Default::default()
+            },
+        )
+        .expect("writer");
         for s in &input {
             w.push(s).expect("push");
         }
@@ -58,6 +68,9 @@ fn non_parquet_file_is_a_clear_error() {
     let path = dir.join("x.parquet");
     std::fs::write(&path, b"not parquet at all").expect("write");
     assert!(TelemetryReader::open(&path).is_err());
-    assert!(TelemetryReader::open(&dir.join("missing.parquet")).is_err_and(|e| e.to_string().contains("missing.parquet")));
+    assert!(
+        TelemetryReader::open(&dir.join("missing.parquet"))
+            .is_err_and(|e| e.to_string().contains("missing.parquet"))
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

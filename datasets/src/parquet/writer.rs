@@ -5,7 +5,9 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Float64Builder, RecordBatch, StringBuilder, TimestampMillisecondBuilder};
+use arrow::array::{
+    ArrayRef, Float64Builder, RecordBatch, StringBuilder, TimestampMillisecondBuilder,
+};
 use features::{FIELD_COUNT, Field, Sample};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -30,7 +32,10 @@ pub struct WriterOptions {
 
 impl Default for WriterOptions {
     fn default() -> Self {
-        WriterOptions { row_group_rows: 256 * 1024, compression: Compression::SNAPPY }
+        WriterOptions {
+            row_group_rows: 256 * 1024,
+            compression: Compression::SNAPPY,
+        }
     }
 }
 
@@ -61,8 +66,12 @@ impl<W: Write + Send> TelemetryWriter<W> {
             inner,
             ts: TimestampMillisecondBuilder::with_capacity(BATCH_ROWS).with_timezone("UTC"),
             gpu: StringBuilder::with_capacity(BATCH_ROWS, BATCH_ROWS * 40),
-            topo: std::array::from_fn(|_| StringBuilder::with_capacity(BATCH_ROWS, BATCH_ROWS * 16)),
-            metrics: (0..FIELD_COUNT).map(|_| Float64Builder::with_capacity(BATCH_ROWS)).collect(),
+            topo: std::array::from_fn(|_| {
+                StringBuilder::with_capacity(BATCH_ROWS, BATCH_ROWS * 16)
+            }),
+            metrics: (0..FIELD_COUNT)
+                .map(|_| Float64Builder::with_capacity(BATCH_ROWS))
+                .collect(),
             rows: 0,
             written: 0,
         })
@@ -73,7 +82,11 @@ impl<W: Write + Send> TelemetryWriter<W> {
         self.ts.append_value(s.ts_ms);
         self.gpu.append_value(&*s.gpu);
         let t = &s.topo;
-        for (b, v) in self.topo.iter_mut().zip([&t.host, &t.rack, &t.cluster, &t.model, &t.job]) {
+        for (b, v) in self
+            .topo
+            .iter_mut()
+            .zip([&t.host, &t.rack, &t.cluster, &t.model, &t.job])
+        {
             b.append_option(v.as_deref());
         }
         let presence = s.metrics.presence();
@@ -99,8 +112,16 @@ impl<W: Write + Send> TelemetryWriter<W> {
         let mut cols: Vec<ArrayRef> = Vec::with_capacity(7 + FIELD_COUNT);
         cols.push(Arc::new(self.ts.finish()));
         cols.push(Arc::new(self.gpu.finish()));
-        cols.extend(self.topo.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        cols.extend(self.metrics.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+        cols.extend(
+            self.topo
+                .iter_mut()
+                .map(|b| Arc::new(b.finish()) as ArrayRef),
+        );
+        cols.extend(
+            self.metrics
+                .iter_mut()
+                .map(|b| Arc::new(b.finish()) as ArrayRef),
+        );
         let batch = RecordBatch::try_new(schema::telemetry(), cols)?;
         self.inner.write(&batch)?;
         self.written += self.rows as u64;

@@ -1,4 +1,6 @@
 //! One module per `forewarn` command. Each exposes a clap `…Args` struct and
 //! a `run(&Args)`; shared machinery lives in the crate's other modules.
 
+pub mod backtest;
+pub mod serve;
 pub mod simulate;

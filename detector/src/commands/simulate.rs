@@ -80,11 +80,17 @@ enum Sink {
 
 impl Sink {
     fn open(path: &Path, format: SimFormat) -> anyhow::Result<Sink> {
-        let f = BufWriter::with_capacity(1 << 20, File::create(path).with_context(|| format!("creating {}", path.display()))?);
+        let f = BufWriter::with_capacity(
+            1 << 20,
+            File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
         Ok(match format {
             SimFormat::Jsonl => Sink::Jsonl(f),
             SimFormat::Prom => Sink::Prom(f),
-            SimFormat::Parquet => Sink::Parquet(Box::new(TelemetryWriter::new(f, &WriterOptions::default())?)),
+            SimFormat::Parquet => Sink::Parquet(Box::new(TelemetryWriter::new(
+                f,
+                &WriterOptions::default(),
+            )?)),
         })
     }
 
@@ -131,7 +137,13 @@ impl Sink {
 fn write_prom(w: &mut impl Write, s: &Sample) -> std::io::Result<()> {
     let t = &s.topo;
     let mut labels = format!("UUID=\"{}\"", s.gpu);
-    for (k, v) in [("Hostname", &t.host), ("modelName", &t.model), ("rack", &t.rack), ("cluster", &t.cluster), ("hpc_job", &t.job)] {
+    for (k, v) in [
+        ("Hostname", &t.host),
+        ("modelName", &t.model),
+        ("rack", &t.rack),
+        ("cluster", &t.cluster),
+        ("hpc_job", &t.job),
+    ] {
         if let Some(v) = v {
             labels.push_str(&format!(",{k}=\"{v}\""));
         }
@@ -143,14 +155,26 @@ fn write_prom(w: &mut impl Write, s: &Sample) -> std::io::Result<()> {
 }
 
 pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
-    let start_ms = parse_timestamp(&args.start).with_context(|| format!("--start {:?} is not an RFC 3339 time", args.start))?;
-    let mut cfg = SimConfig { gpus: args.gpus, hours: args.hours, interval_s: args.interval, seed: args.seed, start_ms, dirty: args.dirty, ..SimConfig::default() };
+    let start_ms = parse_timestamp(&args.start)
+        .with_context(|| format!("--start {:?} is not an RFC 3339 time", args.start))?;
+    let mut cfg = SimConfig {
+        gpus: args.gpus,
+        hours: args.hours,
+        interval_s: args.interval,
+        seed: args.seed,
+        start_ms,
+        dirty: args.dirty,
+        ..SimConfig::default()
+    };
     if let Some(rate) = args.failure_rate {
         cfg.failure_rate_per_gpu_day = rate;
     }
     let mut sim = Simulator::new(cfg).context("invalid simulation settings")?;
-    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let path = args.out.join(format!("telemetry.{}", args.format.extension()));
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let path = args
+        .out
+        .join(format!("telemetry.{}", args.format.extension()));
     let mut sink = Sink::open(&path, args.format)?;
 
     let ticks = (args.hours * 3600.0 / f64::from(args.interval.max(1))).ceil() as u64;
@@ -159,13 +183,18 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     let mut buf = Vec::with_capacity(args.gpus);
     let mut total = 0u64;
     while sim.next_tick(&mut buf).is_some() {
-        let malformed = if args.dirty { sim.malformed() } else { Vec::new() };
+        let malformed = if args.dirty {
+            sim.malformed()
+        } else {
+            Vec::new()
+        };
         sink.write_tick(&buf, &malformed)?;
         total += buf.len() as u64;
         pb.inc(buf.len() as u64);
         buf.clear();
     }
-    sink.finish().with_context(|| format!("writing {}", path.display()))?;
+    sink.finish()
+        .with_context(|| format!("writing {}", path.display()))?;
     pb.finish_and_clear();
 
     let labels: Vec<datasets::Label> = sim.labels().iter().map(datasets::Label::from).collect();

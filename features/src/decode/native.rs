@@ -135,10 +135,23 @@ impl RawRecord<'_> {
                 });
             }
         };
-        let [host, rack, cluster, model, job] =
-            self.labels.map(|l| l.filter(|v| !v.is_empty()).map(|v| interner.get(&v)));
-        let topo = Topology { host, rack, cluster, model, job };
-        Ok(Sample { ts_ms, gpu: interner.get(&gpu), topo, metrics: self.metrics, extra: self.extra })
+        let [host, rack, cluster, model, job] = self
+            .labels
+            .map(|l| l.filter(|v| !v.is_empty()).map(|v| interner.get(&v)));
+        let topo = Topology {
+            host,
+            rack,
+            cluster,
+            model,
+            job,
+        };
+        Ok(Sample {
+            ts_ms,
+            gpu: interner.get(&gpu),
+            topo,
+            metrics: self.metrics,
+            extra: self.extra,
+        })
     }
 
     fn fail(&mut self, e: DecodeError) {

@@ -46,7 +46,11 @@ struct Index(HashMap<Box<str>, Vec<(i64, usize)>>);
 
 impl Index {
     fn slot(&mut self, gpu: &str, ts: i64, out: &mut DecodeOutput) -> usize {
-        if let Some(&(_, i)) = self.0.get(gpu).and_then(|v| v.iter().rev().find(|(t, _)| *t == ts)) {
+        if let Some(&(_, i)) = self
+            .0
+            .get(gpu)
+            .and_then(|v| v.iter().rev().find(|(t, _)| *t == ts))
+        {
             return i;
         }
         out.samples.push(Sample::new(gpu, ts));

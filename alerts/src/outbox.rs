@@ -1,0 +1,474 @@
+//! Durable outbox: every notification is on disk before any network call
+//! and leaves only when its receiver accepted it (or it was dead-lettered).
+//!
+//! Layout, one directory per receiver:
+//! - `<dir>/<receiver>/<seq>.json`: one pending entry (a [`Notification`]),
+//!   written as `<seq>.tmp`, fsynced, renamed, then the directory fsynced.
+//!   `seq` is a zero-padded global sequence number, so name order is
+//!   creation order and per-incident order survives a restart.
+//! - `<dir>/<receiver>/dead/<seq>.json`: rejected entries with the
+//!   receiver's answer.
+//! - `<dir>/ledger.log`: one line per (receiver, dedup_key, status, ts)
+//!   ever enqueued. When the caller replays its input after a crash (the
+//!   detector re-reads Kafka from its last committed offset), the same
+//!   state changes come again; the ledger drops them, so each incident
+//!   state is enqueued once. Written after the entry (a crash in between
+//!   can only cause a re-send with the same dedup_key, never a loss) and
+//!   compacted to its newest half past [`LEDGER_MAX`] lines.
+//!
+//! Chosen over an append-only log + ack log because deleting a file is the
+//! ack, recovery is a directory listing, and dead letters are plain files an
+//! operator can read and move back. Receivers that are per-incident
+//! (PagerDuty, webhook) get one entry per alert event, so a retry never
+//! re-sends another incident. Re-sends (`resend`) bypass the ledger.
+//!
+//! Blocking std IO: call from `spawn_blocking` (or a sync thread) in async code.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use crate::route::Notification;
+
+/// Ledger lines kept before compaction: at ~120 bytes a line, 200k lines is
+/// ~24 MB and covers far more than any replay window (days of incidents).
+pub const LEDGER_MAX: usize = 200_000;
+
+/// Outbox failures.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxError {
+    /// A filesystem operation failed.
+    #[error("outbox {op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// A notification for a receiver the outbox was not opened with.
+    #[error("outbox has no receiver {0:?}")]
+    UnknownReceiver(String),
+    /// An entry could not be encoded.
+    #[error("cannot encode outbox entry: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// A lock was poisoned by a panicking thread.
+    #[error("outbox lock poisoned")]
+    Poisoned,
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> OutboxError + 'a {
+    move |source| OutboxError::Io {
+        op,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Delivery counters of one receiver.
+#[derive(Debug, Default)]
+pub struct DeliveryStats {
+    /// Entries accepted by the receiver.
+    pub delivered: AtomicU64,
+    /// Failed attempts that were retried.
+    pub retries: AtomicU64,
+    /// Entries dead-lettered.
+    pub dead_lettered: AtomicU64,
+    /// Entries skipped at enqueue because the ledger had them.
+    pub deduplicated: AtomicU64,
+}
+
+/// One receiver's queue.
+#[derive(Debug)]
+pub(crate) struct Queue {
+    per_event: bool,
+    pending: Mutex<BTreeSet<u64>>,
+    pub(crate) notify: Notify,
+    pub(crate) stats: DeliveryStats,
+}
+
+#[derive(Debug)]
+struct Ledger {
+    next_seq: u64,
+    keys: HashSet<String>,
+    order: VecDeque<String>,
+    file: File,
+}
+
+/// The outbox of all receivers.
+#[derive(Debug)]
+pub struct Outbox {
+    dir: PathBuf,
+    ledger: Mutex<Ledger>,
+    queues: BTreeMap<String, Arc<Queue>>,
+}
+
+fn ledger_key(receiver: &str, ev: &crate::alert::AlertEvent) -> String {
+    format!(
+        "{receiver}\t{}\t{}\t{}",
+        ev.dedup_key,
+        ev.status.as_str(),
+        ev.ts
+    )
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, OutboxError> {
+    m.lock().map_err(|_| OutboxError::Poisoned)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), OutboxError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("fsync", dir))
+}
+
+fn seq_of(path: &Path) -> Option<u64> {
+    path.file_name()?
+        .to_str()?
+        .strip_suffix(".json")?
+        .parse()
+        .ok()
+}
+
+impl Outbox {
+    /// Opens (creating) the outbox in `dir` for `receivers` (name, per-event
+    /// entries), recovering pending entries and the ledger.
+    pub fn open(dir: &Path, receivers: &[(String, bool)]) -> Result<Self, OutboxError> {
+        fs::create_dir_all(dir).map_err(io("create", dir))?;
+        let ledger_path = dir.join("ledger.log");
+        let mut keys = HashSet::new();
+        let mut order = VecDeque::new();
+        if ledger_path.exists() {
+            let f = File::open(&ledger_path).map_err(io("open", &ledger_path))?;
+            for line in BufReader::new(f).lines() {
+                let line = line.map_err(io("read", &ledger_path))?;
+                if !line.is_empty() && keys.insert(line.clone()) {
+                    order.push_back(line);
+                }
+            }
+        }
+        let mut next_seq = 0;
+        let mut queues = BTreeMap::new();
+        for (name, per_event) in receivers {
+            let rdir = dir.join(name);
+            fs::create_dir_all(rdir.join("dead")).map_err(io("create", &rdir))?;
+            let mut pending = BTreeSet::new();
+            for entry in fs::read_dir(&rdir).map_err(io("list", &rdir))? {
+                let path = entry.map_err(io("list", &rdir))?.path();
+                if path.extension().is_some_and(|e| e == "tmp") {
+                    // Never renamed: the enqueue did not complete, nothing was promised.
+                    fs::remove_file(&path).map_err(io("remove", &path))?;
+                } else if let Some(seq) = seq_of(&path) {
+                    next_seq = next_seq.max(seq + 1);
+                    pending.insert(seq);
+                }
+            }
+            let queue = Queue {
+                per_event: *per_event,
+                pending: Mutex::new(pending),
+                notify: Notify::new(),
+                stats: DeliveryStats::default(),
+            };
+            queues.insert(name.clone(), Arc::new(queue));
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&ledger_path)
+            .map_err(io("open", &ledger_path))?;
+        let outbox = Self {
+            dir: dir.to_owned(),
+            ledger: Mutex::new(Ledger {
+                next_seq,
+                keys,
+                order,
+                file,
+            }),
+            queues,
+        };
+        // Entries that made it to disk count as enqueued even if their ledger
+        // line did not (crash between the two).
+        for (name, q) in &outbox.queues {
+            let seqs: Vec<u64> = lock(&q.pending)?.iter().copied().collect();
+            let mut ledger = lock(&outbox.ledger)?;
+            for seq in seqs {
+                if let Some(n) = outbox.read(name, seq)? {
+                    for ev in n.events.iter().filter(|_| !n.resend) {
+                        let k = ledger_key(name, ev);
+                        if ledger.keys.insert(k.clone()) {
+                            ledger.order.push_back(k);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(outbox)
+    }
+
+    fn path(&self, receiver: &str, seq: u64) -> PathBuf {
+        self.dir.join(receiver).join(format!("{seq:020}.json"))
+    }
+
+    pub(crate) fn queue(&self, receiver: &str) -> Option<Arc<Queue>> {
+        self.queues.get(receiver).cloned()
+    }
+
+    /// Delivery counters of a receiver.
+    pub fn stats(&self, receiver: &str) -> Option<&DeliveryStats> {
+        self.queues.get(receiver).map(|q| &q.stats)
+    }
+
+    /// Entries waiting for a receiver.
+    pub fn pending(&self, receiver: &str) -> usize {
+        self.queues
+            .get(receiver)
+            .and_then(|q| q.pending.lock().ok().map(|p| p.len()))
+            .unwrap_or(0)
+    }
+
+    /// Durably stores notifications (in order) and wakes their workers.
+    /// Returns how many entries were written (ledger duplicates are skipped).
+    pub fn enqueue(&self, notifications: &[Notification]) -> Result<usize, OutboxError> {
+        let mut ledger = lock(&self.ledger)?;
+        let mut written: Vec<(Arc<Queue>, u64, Vec<String>)> = Vec::new();
+        let mut dirs = BTreeSet::new();
+        for n in notifications {
+            let queue = self
+                .queue(&n.receiver)
+                .ok_or_else(|| OutboxError::UnknownReceiver(n.receiver.clone()))?;
+            let fresh: Vec<_> = if n.resend {
+                n.events.clone()
+            } else {
+                n.events
+                    .iter()
+                    .filter(|e| !ledger.keys.contains(&ledger_key(&n.receiver, e)))
+                    .cloned()
+                    .collect()
+            };
+            let skipped = n.events.len() - fresh.len();
+            queue
+                .stats
+                .deduplicated
+                .fetch_add(skipped as u64, Ordering::Relaxed);
+            let entries: Vec<Notification> = if fresh.is_empty() {
+                Vec::new()
+            } else if queue.per_event {
+                fresh
+                    .into_iter()
+                    .map(|e| Notification {
+                        events: vec![e],
+                        ..n.clone()
+                    })
+                    .collect()
+            } else {
+                vec![Notification {
+                    events: fresh,
+                    ..n.clone()
+                }]
+            };
+            for entry in entries {
+                let seq = ledger.next_seq;
+                ledger.next_seq += 1;
+                let path = self.path(&n.receiver, seq);
+                let tmp = path.with_extension("tmp");
+                let bytes = serde_json::to_vec(&entry)?;
+                let mut f = File::create(&tmp).map_err(io("create", &tmp))?;
+                f.write_all(&bytes)
+                    .and_then(|()| f.sync_all())
+                    .map_err(io("write", &tmp))?;
+                fs::rename(&tmp, &path).map_err(io("rename", &tmp))?;
+                dirs.insert(self.dir.join(&n.receiver));
+                let keys = if entry.resend {
+                    Vec::new()
+                } else {
+                    entry
+                        .events
+                        .iter()
+                        .map(|e| ledger_key(&n.receiver, e))
+                        .collect()
+                };
+                written.push((queue.clone(), seq, keys));
+            }
+        }
+        for d in &dirs {
+            sync_dir(d)?;
+        }
+        let ledger_path = self.dir.join("ledger.log");
+        let mut lines = String::new();
+        for (_, _, keys) in &written {
+            for k in keys {
+                lines.push_str(k);
+                lines.push('\n');
+            }
+        }
+        if !lines.is_empty() {
+            ledger
+                .file
+                .write_all(lines.as_bytes())
+                .and_then(|()| ledger.file.sync_data())
+                .map_err(io("append", &ledger_path))?;
+        }
+        for (_, _, keys) in &written {
+            for k in keys {
+                if ledger.keys.insert(k.clone()) {
+                    ledger.order.push_back(k.clone());
+                }
+            }
+        }
+        if ledger.order.len() > LEDGER_MAX {
+            self.compact(&mut ledger)?;
+        }
+        drop(ledger);
+        for (queue, seq, _) in &written {
+            lock(&queue.pending)?.insert(*seq);
+            queue.notify.notify_one();
+        }
+        Ok(written.len())
+    }
+
+    fn compact(&self, ledger: &mut Ledger) -> Result<(), OutboxError> {
+        while ledger.order.len() > LEDGER_MAX / 2 {
+            if let Some(k) = ledger.order.pop_front() {
+                ledger.keys.remove(&k);
+            }
+        }
+        let path = self.dir.join("ledger.log");
+        let tmp = self.dir.join("ledger.tmp");
+        let mut text = String::new();
+        for k in &ledger.order {
+            text.push_str(k);
+            text.push('\n');
+        }
+        let mut f = File::create(&tmp).map_err(io("create", &tmp))?;
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.sync_all())
+            .map_err(io("write", &tmp))?;
+        fs::rename(&tmp, &path).map_err(io("rename", &tmp))?;
+        sync_dir(&self.dir)?;
+        ledger.file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(io("open", &path))?;
+        Ok(())
+    }
+
+    fn read(&self, receiver: &str, seq: u64) -> Result<Option<Notification>, OutboxError> {
+        let path = self.path(receiver, seq);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("read", &path)(e)),
+        };
+        match serde_json::from_slice(&bytes) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) => {
+                let answer = format!("unreadable outbox entry: {e}");
+                self.move_dead(receiver, seq, 0, &answer, &String::from_utf8_lossy(&bytes))?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The oldest `max` entries of a receiver, oldest first.
+    pub fn peek(
+        &self,
+        receiver: &str,
+        max: usize,
+    ) -> Result<Vec<(u64, Notification)>, OutboxError> {
+        let queue = self
+            .queue(receiver)
+            .ok_or_else(|| OutboxError::UnknownReceiver(receiver.to_owned()))?;
+        let seqs: Vec<u64> = lock(&queue.pending)?.iter().take(max).copied().collect();
+        let mut out = Vec::with_capacity(seqs.len());
+        for seq in seqs {
+            match self.read(receiver, seq)? {
+                Some(n) => out.push((seq, n)),
+                None => {
+                    lock(&queue.pending)?.remove(&seq);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes delivered entries.
+    pub fn ack(&self, receiver: &str, seqs: &[u64]) -> Result<(), OutboxError> {
+        let queue = self
+            .queue(receiver)
+            .ok_or_else(|| OutboxError::UnknownReceiver(receiver.to_owned()))?;
+        for &seq in seqs {
+            let path = self.path(receiver, seq);
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io("remove", &path)(e)),
+            }
+            lock(&queue.pending)?.remove(&seq);
+        }
+        Ok(())
+    }
+
+    /// Moves an entry to `dead/` with the receiver's answer.
+    pub fn dead_letter(
+        &self,
+        receiver: &str,
+        seq: u64,
+        status: u16,
+        answer: &str,
+    ) -> Result<(), OutboxError> {
+        let text = fs::read_to_string(self.path(receiver, seq)).unwrap_or_default();
+        self.move_dead(receiver, seq, status, answer, &text)?;
+        if let Some(q) = self.queue(receiver) {
+            lock(&q.pending)?.remove(&seq);
+        }
+        Ok(())
+    }
+
+    fn move_dead(
+        &self,
+        receiver: &str,
+        seq: u64,
+        status: u16,
+        answer: &str,
+        entry: &str,
+    ) -> Result<(), OutboxError> {
+        let dead = self
+            .dir
+            .join(receiver)
+            .join("dead")
+            .join(format!("{seq:020}.json"));
+        let entry: serde_json::Value =
+            serde_json::from_str(entry).unwrap_or(serde_json::Value::String(entry.to_owned()));
+        let body = serde_json::json!({"status": status, "answer": answer, "entry": entry});
+        fs::write(&dead, serde_json::to_vec_pretty(&body)?).map_err(io("write", &dead))?;
+        let path = self.path(receiver, seq);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io("remove", &path)(e)),
+        }
+    }
+
+    /// Dead-lettered entries of a receiver (the JSON documents), oldest first.
+    pub fn dead_letters(&self, receiver: &str) -> Result<Vec<serde_json::Value>, OutboxError> {
+        let dir = self.dir.join(receiver).join("dead");
+        let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
+            .map_err(io("list", &dir))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        paths.sort();
+        paths
+            .iter()
+            .map(|p| {
+                let bytes = fs::read(p).map_err(io("read", p))?;
+                Ok(serde_json::from_slice(&bytes)?)
+            })
+            .collect()
+    }
+}

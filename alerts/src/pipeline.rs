@@ -1,0 +1,258 @@
+//! The whole alerts config file ([`RawConfig`] -> [`Config`]) and the glue
+//! the detector drives: [`AlertSystem::open`] builds the engine, router,
+//! outbox and sinks; the detector then calls `engine.observe` / `tick`,
+//! hands the events to [`AlertRouter::push`] and calls
+//! [`AlertRouter::flush`] (blocking: outbox fsyncs) as event time passes,
+//! while [`AlertSystem::spawn_delivery`] runs one worker per receiver.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::alert::AlertEvent;
+use crate::config::{
+    ConfigError, EngineConfig, RawCorrelation, RawEngineConfig, RawInhibitRule, RawLifecycle,
+    RawSilence, duration,
+};
+use crate::delivery::{self, RetryPolicy};
+use crate::engine::AlertEngine;
+use crate::outbox::{Outbox, OutboxError};
+use crate::route::{Dispatcher, RawRoute, Route, Router};
+use crate::sinks::config::{RawReceiver, ReceiverConfig};
+use crate::sinks::{Sink, SinkError};
+use crate::time::duration_ms;
+
+/// The alerts config file (see `docs/alerts.md`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Lifecycle rules (`[lifecycle.default]`, `[lifecycle.kinds.<kind>]`).
+    #[serde(default)]
+    pub lifecycle: RawLifecycle,
+    /// Upward correlation and job attribution.
+    #[serde(default)]
+    pub correlation: RawCorrelation,
+    /// Silences known at startup.
+    #[serde(default)]
+    pub silences: Vec<RawSilence>,
+    /// Inhibition rules.
+    #[serde(default)]
+    pub inhibit_rules: Vec<RawInhibitRule>,
+    /// Routing tree.
+    pub route: RawRoute,
+    /// Receivers named by routes.
+    pub receivers: Vec<RawReceiver>,
+    /// Outbox and retry settings.
+    #[serde(default)]
+    pub outbox: RawOutbox,
+}
+
+/// `[outbox]`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutbox {
+    /// Directory of the durable outbox. Default `forewarn-outbox` (relative to the working directory).
+    pub dir: Option<PathBuf>,
+    /// First retry delay. Default "1s".
+    pub initial_backoff: Option<String>,
+    /// Retry delay cap. Default "5m" (PagerDuty: "a backoff of a few minutes").
+    pub max_backoff: Option<String>,
+    /// Cap on a receiver's Retry-After. Default "1h".
+    pub max_retry_after: Option<String>,
+    /// Jitter seed. Default 0.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// The validated config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Engine settings.
+    pub engine: EngineConfig,
+    /// Routing tree.
+    pub route: Route,
+    /// Receivers.
+    pub receivers: Vec<ReceiverConfig>,
+    /// Outbox directory.
+    pub outbox_dir: PathBuf,
+    /// Retry policy.
+    pub retry: RetryPolicy,
+}
+
+impl RawConfig {
+    /// Parses TOML (unknown keys are errors).
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let key = e
+                .span()
+                .map_or_else(String::new, |s| format!("bytes {}..{}", s.start, s.end));
+            ConfigError::new(key, e.message().to_owned())
+        })
+    }
+
+    /// Checks everything (no IO) and builds the typed config.
+    pub fn validate(&self) -> Result<Config, ConfigError> {
+        let engine = RawEngineConfig {
+            lifecycle: self.lifecycle.clone(),
+            correlation: self.correlation.clone(),
+            silences: self.silences.clone(),
+            inhibit_rules: self.inhibit_rules.clone(),
+        }
+        .validate()?;
+        let mut names = HashSet::new();
+        let receivers = self
+            .receivers
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let key = format!("receivers[{i}]");
+                if !names.insert(r.name().to_owned()) {
+                    return Err(ConfigError::new(
+                        format!("{key}.name"),
+                        format!("duplicate receiver {:?}", r.name()),
+                    ));
+                }
+                r.validate(&key)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let known: Vec<&str> = receivers.iter().map(|r| r.name.as_str()).collect();
+        let route = self.route.validate(&known)?;
+        let o = &self.outbox;
+        let d = |k: &str, v: &Option<String>, default: &str| {
+            duration(&format!("outbox.{k}"), v.as_deref().unwrap_or(default))
+        };
+        let retry = RetryPolicy {
+            initial_backoff: d("initial_backoff", &o.initial_backoff, "1s")?,
+            max_backoff: d("max_backoff", &o.max_backoff, "5m")?,
+            max_retry_after: d("max_retry_after", &o.max_retry_after, "1h")?,
+            seed: o.seed,
+        };
+        if retry.initial_backoff.is_zero() || retry.max_backoff < retry.initial_backoff {
+            return Err(ConfigError::new(
+                "outbox.max_backoff",
+                "need 0 < initial_backoff <= max_backoff",
+            ));
+        }
+        Ok(Config {
+            engine,
+            route,
+            receivers,
+            outbox_dir: o
+                .dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("forewarn-outbox")),
+            retry,
+        })
+    }
+}
+
+/// Why the alert system could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A sink could not be built (secret missing, client).
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The outbox could not be opened.
+    #[error(transparent)]
+    Outbox(#[from] OutboxError),
+}
+
+/// Aggregation groups feeding the outbox.
+#[derive(Debug)]
+pub struct AlertRouter {
+    dispatcher: Dispatcher,
+    outbox: Arc<Outbox>,
+}
+
+impl AlertRouter {
+    /// A router over `route` writing to `outbox`; `sinks` supply re-send caps.
+    pub fn new(route: &Route, sinks: &[Arc<Sink>], outbox: Arc<Outbox>) -> Self {
+        let caps: HashMap<String, i64> = sinks
+            .iter()
+            .filter_map(|s| {
+                s.resend_interval()
+                    .map(|d| (s.name().to_owned(), duration_ms(d)))
+            })
+            .collect();
+        Self {
+            dispatcher: Dispatcher::new(Router::new(route), caps),
+            outbox,
+        }
+    }
+
+    /// Routes engine events into their groups.
+    pub fn push(&mut self, events: &[AlertEvent]) {
+        for e in events {
+            self.dispatcher.push(e);
+        }
+    }
+
+    /// Flushes groups due at `now_ms` into the outbox (blocking IO).
+    /// Returns the number of entries written.
+    pub fn flush(&mut self, now_ms: i64) -> Result<usize, OutboxError> {
+        let notifications = self.dispatcher.tick(now_ms);
+        if notifications.is_empty() {
+            return Ok(0);
+        }
+        self.outbox.enqueue(&notifications)
+    }
+
+    /// Event time of the next flush due.
+    pub fn next_due(&self) -> Option<i64> {
+        self.dispatcher.next_due()
+    }
+}
+
+/// Everything the detector needs, built from a [`Config`].
+#[derive(Debug)]
+pub struct AlertSystem {
+    /// The engine (observe / tick).
+    pub engine: AlertEngine,
+    /// Routing into the outbox.
+    pub router: AlertRouter,
+    /// The durable outbox.
+    pub outbox: Arc<Outbox>,
+    /// One sink per receiver.
+    pub sinks: Vec<Arc<Sink>>,
+    retry: RetryPolicy,
+}
+
+impl AlertSystem {
+    /// Reads secrets, opens the outbox (recovering pending entries).
+    pub fn open(cfg: &Config) -> Result<Self, StartError> {
+        Self::open_in(cfg, &cfg.outbox_dir)
+    }
+
+    /// As [`AlertSystem::open`] with another outbox directory.
+    pub fn open_in(cfg: &Config, outbox_dir: &Path) -> Result<Self, StartError> {
+        let sinks = cfg
+            .receivers
+            .iter()
+            .map(|r| Sink::build(r).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let names: Vec<(String, bool)> = sinks
+            .iter()
+            .map(|s| (s.name().to_owned(), s.per_event()))
+            .collect();
+        let outbox = Arc::new(Outbox::open(outbox_dir, &names)?);
+        let router = AlertRouter::new(&cfg.route, &sinks, outbox.clone());
+        Ok(Self {
+            engine: AlertEngine::new(cfg.engine.clone()),
+            router,
+            outbox,
+            sinks,
+            retry: cfg.retry,
+        })
+    }
+
+    /// Starts one delivery worker per receiver (needs a tokio runtime).
+    pub fn spawn_delivery(
+        &self,
+        shutdown: &CancellationToken,
+    ) -> Vec<tokio::task::JoinHandle<Result<(), OutboxError>>> {
+        delivery::spawn_workers(&self.outbox, self.sinks.clone(), self.retry, shutdown)
+    }
+}

@@ -1,0 +1,360 @@
+//! Scenario tests of the engine and dispatcher as a whole: rack cooling
+//! incident, application XID on a job, correlation release, silences,
+//! inhibition, replacement, grouping. Property tests over random alert
+//! streams live in `tests/properties.rs`.
+
+use crate::alert::{AlertEvent, Labels, Reason, Scope, Severity, Status};
+use crate::config::RawEngineConfig;
+use crate::engine::{AlertEngine, Observation};
+use crate::route::{Dispatcher, RawRoute, Router};
+
+const MIN: i64 = 60_000;
+
+fn engine(toml_text: &str) -> AlertEngine {
+    let raw: RawEngineConfig = toml::from_str(toml_text).expect("test config parses");
+    AlertEngine::new(raw.validate().expect("test config is valid"))
+}
+
+fn gpu_labels(rack: usize, host: usize, gpu: usize) -> Labels {
+    [
+        ("gpu", format!("GPU-r{rack}h{host}g{gpu}")),
+        ("host", format!("node-r{rack}h{host}")),
+        ("rack", format!("r{rack}")),
+        ("cluster", "east-1".to_owned()),
+        ("job", format!("job-r{rack}h{host}")),
+        ("gpu_index", gpu.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+struct Fleet {
+    gpus: Vec<Labels>,
+}
+
+impl Fleet {
+    /// `racks` racks of `hosts` hosts of 8 GPUs.
+    fn new(racks: usize, hosts: usize) -> Self {
+        let mut gpus = Vec::new();
+        for r in 0..racks {
+            for h in 0..hosts {
+                for g in 0..8 {
+                    gpus.push(gpu_labels(r, h, g));
+                }
+            }
+        }
+        Self { gpus }
+    }
+
+    /// One evaluation of every GPU of `kind` at `ts`; `risk(labels)` decides.
+    fn step(
+        &self,
+        e: &mut AlertEngine,
+        kind: &str,
+        ts: i64,
+        risk: impl Fn(&Labels) -> f64,
+    ) -> Vec<AlertEvent> {
+        let reasons = [Reason {
+            signal: "DCGM_FI_DEV_GPU_TEMP".into(),
+            detail: "92 C vs peers 70 C".into(),
+        }];
+        let mut out = Vec::new();
+        for l in &self.gpus {
+            let obs = Observation {
+                ts_ms: ts,
+                kind,
+                scope: Scope::Gpu,
+                labels: l,
+                severity: Severity::Critical,
+                value: risk(l),
+                summary: "GPU hot",
+                reasons: &reasons,
+                eta_hours: None,
+            };
+            out.extend(e.observe(&obs));
+        }
+        out.extend(e.tick(ts));
+        out
+    }
+}
+
+fn firing(events: &[AlertEvent]) -> Vec<&AlertEvent> {
+    events
+        .iter()
+        .filter(|e| e.status == Status::Firing)
+        .collect()
+}
+
+#[test]
+fn rack_cooling_incident_pages_once_for_the_rack() {
+    let mut e = engine("[lifecycle.default]\nfor = \"2m\"\n");
+    let fleet = Fleet::new(4, 8);
+    let mut events = Vec::new();
+    for step in 0..20 {
+        let ts = step * 30_000;
+        // Rack r1 heats from minute 2 on; the others stay cool.
+        events.extend(fleet.step(&mut e, "thermal", ts, |l| {
+            if l["rack"] == "r1" && ts >= 2 * MIN {
+                0.95
+            } else {
+                0.1
+            }
+        }));
+    }
+    let fired = firing(&events);
+    assert_eq!(fired.len(), 1, "{fired:#?}");
+    let rack = fired[0];
+    assert_eq!(
+        (rack.scope, rack.dedup_key.as_str()),
+        (Scope::Rack, "forewarn/rack/r1/thermal")
+    );
+    assert_eq!(
+        rack.labels.get("cluster").map(String::as_str),
+        Some("east-1")
+    );
+    assert_eq!(
+        rack.reasons.iter().filter(|r| r.signal == "member").count(),
+        8,
+        "every host listed"
+    );
+    assert!(rack.summary.contains("8 of 8 hosts"), "{}", rack.summary);
+    // Cooling: the rack resolves, and no member surfaces afterwards.
+    let mut after = Vec::new();
+    for step in 20..60 {
+        after.extend(fleet.step(&mut e, "thermal", step * 30_000, |_| 0.1));
+    }
+    assert_eq!(after.len(), 1, "{after:#?}");
+    assert_eq!(
+        (after[0].status, after[0].scope),
+        (Status::Resolved, Scope::Rack)
+    );
+}
+
+#[test]
+fn surviving_members_surface_when_the_rack_resolves() {
+    let mut e = engine("[lifecycle.default]\nfor = \"1m\"\nresolve_after = \"1m\"\n");
+    let fleet = Fleet::new(2, 4);
+    let mut events = Vec::new();
+    for step in 0..10 {
+        events.extend(fleet.step(&mut e, "thermal", step * 30_000, |l| {
+            if l["rack"] == "r0" { 0.95 } else { 0.1 }
+        }));
+    }
+    assert_eq!(firing(&events).len(), 1);
+    // All of r0 cools except one GPU of host 2.
+    let mut later = Vec::new();
+    for step in 10..20 {
+        later.extend(fleet.step(&mut e, "thermal", step * 30_000, |l| {
+            if l["gpu"] == "GPU-r0h2g5" { 0.95 } else { 0.1 }
+        }));
+    }
+    let resolved: Vec<_> = later
+        .iter()
+        .filter(|e| e.status == Status::Resolved)
+        .collect();
+    let surfaced = firing(&later);
+    assert_eq!(resolved.len(), 1, "{later:#?}");
+    assert_eq!(resolved[0].scope, Scope::Rack);
+    assert_eq!(surfaced.len(), 1, "{later:#?}");
+    assert_eq!(surfaced[0].dedup_key, "forewarn/gpu/GPU-r0h2g5/thermal");
+}
+
+#[test]
+fn application_xid_on_a_job_is_not_paged() {
+    let mut e = engine(
+        "[lifecycle.kinds.app_xid]\nfor = \"1m\"\n[[correlation.job]]\nkinds = [\"app_xid\"]\nmin_count = 4\n",
+    );
+    let fleet = Fleet::new(2, 4);
+    let mut events = Vec::new();
+    for step in 0..6 {
+        // XID 43 on every GPU of job-r0h1 (one host).
+        events.extend(fleet.step(&mut e, "app_xid", step * 30_000, |l| {
+            if l["job"] == "job-r0h1" { 1.0 } else { 0.0 }
+        }));
+    }
+    let fired = firing(&events);
+    assert_eq!(fired.len(), 8, "recorded per GPU");
+    assert!(
+        fired
+            .iter()
+            .all(|a| a.severity == Severity::Info && a.scope == Scope::Gpu),
+        "{fired:#?}"
+    );
+    assert!(
+        fired
+            .iter()
+            .all(|a| a.reasons[0].signal == "job_correlation")
+    );
+    // A lone XID (one GPU of another job) is still a hardware suspect.
+    let mut lone = Vec::new();
+    for step in 6..12 {
+        lone.extend(fleet.step(&mut e, "app_xid", step * 30_000, |l| {
+            if l["gpu"] == "GPU-r1h0g0" { 1.0 } else { 0.0 }
+        }));
+    }
+    let critical: Vec<_> = firing(&lone)
+        .into_iter()
+        .filter(|a| a.severity == Severity::Critical)
+        .collect();
+    assert_eq!(critical.len(), 1, "{lone:#?}");
+}
+
+#[test]
+fn silences_mute_until_they_end_and_inhibition_follows_its_source() {
+    let mut e = engine(
+        r#"
+        [lifecycle.default]
+        for = "0s"
+        [correlation]
+        exclude_kinds = ["ecc"]
+        [[silences]]
+        matchers = ['host="node-r0h0"']
+        starts_at = "1970-01-01T00:00:00Z"
+        ends_at = "1970-01-01T00:10:00Z"
+        created_by = "ops"
+        comment = "maintenance"
+        [[inhibit_rules]]
+        source_matchers = ['kind="host_down"']
+        target_matchers = ['scope="gpu"']
+        equal = ["host"]
+        "#,
+    );
+    let l = gpu_labels(0, 0, 0);
+    let obs = |ts, kind, value| Observation {
+        ts_ms: ts,
+        kind,
+        scope: Scope::Gpu,
+        labels: &l,
+        severity: Severity::Critical,
+        value,
+        summary: "s",
+        reasons: &[],
+        eta_hours: None,
+    };
+    assert!(e.observe(&obs(0, "ecc", 0.9)).is_empty(), "silenced");
+    assert!(e.tick(5 * MIN).is_empty());
+    let after = e.tick(10 * MIN);
+    assert_eq!(firing(&after).len(), 1, "delivered when the silence ends");
+
+    let l2 = gpu_labels(0, 1, 0);
+    let mut host = Labels::new();
+    host.insert("host".into(), "node-r0h1".into());
+    let host_obs = |ts, value| Observation {
+        ts_ms: ts,
+        kind: "host_down",
+        scope: Scope::Host,
+        labels: &host,
+        severity: Severity::Critical,
+        value,
+        summary: "host down",
+        reasons: &[],
+        eta_hours: None,
+    };
+    assert_eq!(firing(&e.observe(&host_obs(11 * MIN, 1.0))).len(), 1);
+    let gpu = Observation {
+        labels: &l2,
+        ..obs(11 * MIN, "ecc", 0.9)
+    };
+    let got = e.observe(&gpu);
+    assert!(got.is_empty(), "inhibited by host_down: {got:#?}");
+    let mut out = Vec::new();
+    for m in 12..20 {
+        out.extend(e.observe(&host_obs(m * MIN, 0.0)));
+        out.extend(e.observe(&Observation {
+            ts_ms: m * MIN,
+            ..gpu
+        }));
+    }
+    let kinds: Vec<_> = out.iter().map(|a| (a.kind.as_str(), a.status)).collect();
+    assert_eq!(
+        kinds,
+        [("host_down", Status::Resolved), ("ecc", Status::Firing)]
+    );
+}
+
+#[test]
+fn replaced_and_stale_sources_resolve() {
+    let mut e = engine(
+        "[lifecycle]\nslot_labels = [\"host\", \"gpu_index\"]\n[lifecycle.default]\nfor = \"0s\"\nstale_after = \"10m\"\n",
+    );
+    let old = gpu_labels(0, 0, 3);
+    let mut new = old.clone();
+    new.insert("gpu".into(), "GPU-new".into());
+    let obs = |labels, ts, value| Observation {
+        ts_ms: ts,
+        kind: "ecc",
+        scope: Scope::Gpu,
+        labels,
+        severity: Severity::Critical,
+        value,
+        summary: "s",
+        reasons: &[],
+        eta_hours: None,
+    };
+    assert_eq!(firing(&e.observe(&obs(&old, 0, 0.9))).len(), 1);
+    let out = e.observe(&obs(&new, MIN, 0.1));
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].status, out[0].dedup_key.as_str()),
+        (Status::Resolved, "forewarn/gpu/GPU-r0h0g3/ecc")
+    );
+    assert!(out[0].summary.contains("replaced"));
+    // The new GPU goes bad, then stops reporting for good.
+    assert_eq!(firing(&e.observe(&obs(&new, 2 * MIN, 0.9))).len(), 1);
+    assert!(e.tick(5 * MIN).is_empty());
+    let out = e.tick(13 * MIN);
+    assert_eq!(out.len(), 1);
+    assert!(out[0].summary.contains("stopped reporting"));
+}
+
+#[test]
+fn dispatcher_groups_waits_and_repeats() {
+    let raw: RawRoute = toml::from_str(
+        "receiver = \"slack\"\ngroup_by = [\"rack\"]\ngroup_wait = \"30s\"\ngroup_interval = \"5m\"\nrepeat_interval = \"1h\"\n",
+    )
+    .expect("parses");
+    let route = raw.validate(&["slack"]).expect("valid");
+    let mut d = Dispatcher::new(Router::new(&route), Default::default());
+    let ev = |gpu: &str, status, ts| AlertEvent {
+        ts,
+        status,
+        severity: Severity::Warning,
+        kind: "thermal".into(),
+        scope: Scope::Gpu,
+        labels: [
+            ("rack".to_owned(), "r1".to_owned()),
+            ("gpu".to_owned(), gpu.to_owned()),
+        ]
+        .into(),
+        dedup_key: format!("forewarn/gpu/{gpu}/thermal"),
+        summary: "s".into(),
+        risk: 0.9,
+        eta_hours: None,
+        reasons: vec![],
+    };
+    d.push(&ev("a", Status::Firing, 0));
+    d.push(&ev("b", Status::Firing, 10_000));
+    d.push(&ev("c", Status::Firing, 20_000));
+    d.push(&ev("c", Status::Resolved, 25_000));
+    assert!(d.tick(29_000).is_empty(), "group_wait");
+    let n = d.tick(30_000);
+    assert_eq!(n.len(), 1);
+    assert_eq!(
+        n[0].events
+            .iter()
+            .map(|e| e.dedup_key.as_str())
+            .collect::<Vec<_>>(),
+        ["forewarn/gpu/a/thermal", "forewarn/gpu/b/thermal"]
+    );
+    d.push(&ev("a", Status::Resolved, 60_000));
+    assert!(d.tick(60_000 + 200_000).is_empty(), "group_interval");
+    let n = d.tick(330_000);
+    assert_eq!(
+        (n.len(), n[0].events[0].status, n[0].firing_in_group),
+        (1, Status::Resolved, 1)
+    );
+    assert_eq!(d.next_due(), Some(330_000 + 3_600_000));
+    let n = d.tick(330_000 + 3_600_000);
+    assert!(n[0].resend && n[0].events.len() == 1);
+}

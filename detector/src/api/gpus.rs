@@ -1,0 +1,228 @@
+//! `/v1/gpus`, `/v1/gpus/{uuid}`, `/v1/fleet`, `/v1/alerts`.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Path, Query, State as AxState};
+use features::time::format_rfc3339_s;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::ApiError;
+use crate::assess::{HealthState, Kind};
+use crate::state::{GpuView, State};
+
+/// Largest page of `GET /v1/gpus`.
+const MAX_LIMIT: usize = 10_000;
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    state: Option<String>,
+    cluster: Option<String>,
+    rack: Option<String>,
+    host: Option<String>,
+    job: Option<String>,
+    model: Option<String>,
+    /// `risk` (default, highest first) or `gpu`.
+    sort: Option<String>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+}
+
+fn summary(v: &GpuView) -> Value {
+    let a = &v.latest;
+    json!({
+        "gpu": &*a.gpu,
+        "risk": (a.risk * 1000.0).round() / 1000.0,
+        "state": a.state.as_str(),
+        "kind": if a.risk > 0.0 { Some(a.kind.as_str()) } else { None },
+        "host": a.topo.host.as_deref(),
+        "rack": a.topo.rack.as_deref(),
+        "cluster": a.topo.cluster.as_deref(),
+        "job": a.topo.job.as_deref(),
+        "model": a.topo.model.as_deref(),
+        "last_seen": format_rfc3339_s(v.last_seen_ms),
+        "top_reason": a.reasons.first().map(|r| &r.detail),
+    })
+}
+
+pub async fn list(
+    AxState(state): AxState<State>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = q.limit.unwrap_or(100).min(MAX_LIMIT);
+    let offset = q.offset.unwrap_or(0);
+    let by_risk = match q.sort.as_deref() {
+        None | Some("risk") => true,
+        Some("gpu") => false,
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "sort={other:?}: expected risk or gpu"
+            )));
+        }
+    };
+    let gpus = state
+        .gpus
+        .read()
+        .map_err(|_| ApiError::Internal("risk table lock poisoned".into()))?;
+    let eq = |want: &Option<String>, have: &Option<std::sync::Arc<str>>| {
+        want.as_deref().is_none_or(|w| have.as_deref() == Some(w))
+    };
+    let mut hits: Vec<&GpuView> = gpus
+        .values()
+        .filter(|v| {
+            let a = &v.latest;
+            q.state.as_deref().is_none_or(|s| a.state.as_str() == s)
+                && eq(&q.cluster, &a.topo.cluster)
+                && eq(&q.rack, &a.topo.rack)
+                && eq(&q.host, &a.topo.host)
+                && eq(&q.job, &a.topo.job)
+                && eq(&q.model, &a.topo.model)
+        })
+        .collect();
+    if by_risk {
+        hits.sort_by(|a, b| {
+            b.latest
+                .risk
+                .total_cmp(&a.latest.risk)
+                .then_with(|| a.latest.gpu.cmp(&b.latest.gpu))
+        });
+    } else {
+        hits.sort_by(|a, b| a.latest.gpu.cmp(&b.latest.gpu));
+    }
+    let total = hits.len();
+    let items: Vec<Value> = hits
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(summary)
+        .collect();
+    Ok(Json(
+        json!({ "total": total, "offset": offset, "limit": limit, "items": items }),
+    ))
+}
+
+pub async fn one(
+    AxState(state): AxState<State>,
+    Path(uuid): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let view = {
+        let gpus = state
+            .gpus
+            .read()
+            .map_err(|_| ApiError::Internal("risk table lock poisoned".into()))?;
+        gpus.get(uuid.as_str())
+            .cloned()
+            .ok_or_else(|| ApiError::NotFound(format!("no GPU {uuid}")))?
+    };
+    let active: Vec<Value> = state
+        .alerts
+        .read()
+        .map_err(|_| ApiError::Internal("alert lock poisoned".into()))?
+        .active
+        .values()
+        .filter(|e| {
+            e.labels.get("gpu").is_some_and(|g| *g == uuid)
+                || e.reasons.iter().any(|r| r.detail.contains(&uuid))
+        })
+        .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+        .collect();
+    let a = &view.latest;
+    let components: BTreeMap<&str, f64> = Kind::ALL
+        .iter()
+        .map(|k| (k.as_str(), (a.component(*k) * 1000.0).round() / 1000.0))
+        .collect();
+    let mut body = summary(&view);
+    if let Some(obj) = body.as_object_mut() {
+        obj.insert("components".into(), json!(components));
+        obj.insert("anomaly_grade".into(), json!(a.anomaly_grade));
+        obj.insert("eta_hours".into(), json!(a.eta_hours));
+        obj.insert("reasons".into(), json!(a.reasons));
+        obj.insert("active_alerts".into(), json!(active));
+        obj.insert(
+            "history".into(),
+            json!(
+                view.history
+                    .iter()
+                    .map(|(t, r)| json!({"ts": format_rfc3339_s(*t), "risk": r}))
+                    .collect::<Vec<_>>()
+            ),
+        );
+    }
+    Ok(Json(body))
+}
+
+pub async fn fleet(AxState(state): AxState<State>) -> Result<Json<Value>, ApiError> {
+    let gpus = state
+        .gpus
+        .read()
+        .map_err(|_| ApiError::Internal("risk table lock poisoned".into()))?;
+    let mut per_state: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut per_rack: BTreeMap<(String, String), BTreeMap<&str, u64>> = BTreeMap::new();
+    for s in [
+        HealthState::Healthy,
+        HealthState::Watch,
+        HealthState::Degraded,
+        HealthState::Failing,
+        HealthState::Silent,
+    ] {
+        per_state.insert(s.as_str(), 0);
+    }
+    for v in gpus.values() {
+        let a = &v.latest;
+        *per_state.entry(a.state.as_str()).or_default() += 1;
+        let key = (
+            a.topo.cluster.as_deref().unwrap_or("").to_string(),
+            a.topo.rack.as_deref().unwrap_or("").to_string(),
+        );
+        *per_rack
+            .entry(key)
+            .or_default()
+            .entry(a.state.as_str())
+            .or_default() += 1;
+    }
+    let racks: Vec<Value> = per_rack
+        .into_iter()
+        .map(|((c, r), m)| json!({"cluster": c, "rack": r, "states": m}))
+        .collect();
+    Ok(Json(
+        json!({ "gpus": gpus.len(), "states": per_state, "racks": racks, "model_version": super::MODEL_VERSION }),
+    ))
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AlertQuery {
+    /// `active` (default) or `recent`.
+    view: Option<String>,
+}
+
+pub async fn alerts(
+    AxState(state): AxState<State>,
+    Query(q): Query<AlertQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let view = state
+        .alerts
+        .read()
+        .map_err(|_| ApiError::Internal("alert lock poisoned".into()))?;
+    let items: Vec<Value> = match q.view.as_deref() {
+        None | Some("active") => view
+            .active
+            .values()
+            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+            .collect(),
+        Some("recent") => view
+            .recent
+            .iter()
+            .rev()
+            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+            .collect(),
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "view={other:?}: expected active or recent"
+            )));
+        }
+    };
+    Ok(Json(json!({ "total": items.len(), "items": items })))
+}

@@ -1,0 +1,61 @@
+//! REST: per-GPU risk with reasons, ranked and filtered lists, fleet
+//! counts, alerts, health, readiness and Prometheus metrics. Handlers read
+//! the snapshot the pipeline publishes ([`crate::state`]) and never wait on
+//! scoring. `app(state)` builds the router so tests call it with
+//! `oneshot` and no socket (axum `examples/testing`).
+
+mod error;
+mod gpus;
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+pub use error::ApiError;
+
+use crate::state::State;
+
+/// The model version reported on `/metrics` and `/v1/fleet`.
+pub const MODEL_VERSION: &str = concat!("rules+rcf-", env!("CARGO_PKG_VERSION"));
+
+/// All routes.
+pub fn app(state: State) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .route("/v1/gpus", get(gpus::list))
+        .route("/v1/gpus/{uuid}", get(gpus::one))
+        .route("/v1/fleet", get(gpus::fleet))
+        .route("/v1/alerts", get(gpus::alerts))
+        .with_state(state)
+}
+
+async fn readyz(axum::extract::State(state): axum::extract::State<State>) -> impl IntoResponse {
+    if state.is_ready() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
+}
+
+async fn metrics(axum::extract::State(state): axum::extract::State<State>) -> impl IntoResponse {
+    let gpus = state.gpus.read().map(|g| g.len()).unwrap_or(0);
+    state
+        .metrics
+        .gpus
+        .store(gpus as u64, std::sync::atomic::Ordering::Relaxed);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(MODEL_VERSION),
+    )
+}
+
+async fn openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("openapi.json"),
+    )
+}

@@ -1,0 +1,193 @@
+//! GPU assessment: one [`FeatureRow`] (plus the feature stage's events) →
+//! one [`Assessment`]: a risk in [0, 1], a state, the cause (`kind`) and the
+//! reasons an operator acts on.
+//!
+//! Components, each a risk in [0, 1] for one alert kind:
+//! - hard-failure rules ([`rules`]): double-bit ECC, uncontained or fatal
+//!   XIDs, row-remap failure, a GPU that stopped reporting;
+//! - degradation signals ([`rules`]): memory-error rates and remaps, thermal
+//!   residual, NVLink / PCIe error rates, straggling behind job peers;
+//! - the anomaly grade of a streaming random cut forest over the
+//!   workload-aware columns ([`anomaly`]).
+//!
+//! Risk is the strongest component. This is the seam where the supervised
+//! failure model and trend forecasts (issue 5) join the fusion.
+
+pub mod anomaly;
+pub mod rules;
+
+use features::{FeatureRow, Topology};
+use serde::{Deserialize, Serialize};
+
+/// Alert kinds forewarn raises for a GPU: stable machine names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Failing now: DBE, fatal XID, remap failure.
+    HardFailure,
+    /// Stopped reporting while the fleet goes on.
+    GpuLost,
+    /// HBM degrading: correctable ECC rate, remapped rows.
+    HbmEccTrend,
+    /// Hotter than expected at this load.
+    ThermalDegradation,
+    NvlinkErrors,
+    PcieErrors,
+    /// Slower than its job peers.
+    Straggler,
+    /// Unlike itself and its peers, by the random cut forest.
+    Anomaly,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::HardFailure,
+        Kind::GpuLost,
+        Kind::HbmEccTrend,
+        Kind::ThermalDegradation,
+        Kind::NvlinkErrors,
+        Kind::PcieErrors,
+        Kind::Straggler,
+        Kind::Anomaly,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Kind::HardFailure => "gpu_hard_failure",
+            Kind::GpuLost => "gpu_lost",
+            Kind::HbmEccTrend => "hbm_ecc_trend",
+            Kind::ThermalDegradation => "thermal_degradation",
+            Kind::NvlinkErrors => "nvlink_errors",
+            Kind::PcieErrors => "pcie_errors",
+            Kind::Straggler => "straggler",
+            Kind::Anomaly => "anomaly",
+        }
+    }
+
+    /// Hard failures page; degradations warn until they are near certain.
+    pub const fn pages_at(self) -> f64 {
+        match self {
+            Kind::HardFailure | Kind::GpuLost => 0.5,
+            Kind::HbmEccTrend => 0.85,
+            _ => 2.0, // never: a channel, not a pager
+        }
+    }
+
+    pub fn from_index(i: usize) -> Option<Kind> {
+        Kind::ALL.get(i).copied()
+    }
+}
+
+/// Operator-facing health states, by risk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthState {
+    Healthy,
+    Watch,
+    Degraded,
+    Failing,
+    /// Not reporting.
+    Silent,
+}
+
+impl HealthState {
+    pub fn from_risk(risk: f64) -> Self {
+        match risk {
+            r if r >= 0.85 => HealthState::Failing,
+            r if r >= 0.6 => HealthState::Degraded,
+            r if r >= 0.3 => HealthState::Watch,
+            _ => HealthState::Healthy,
+        }
+    }
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HealthState::Healthy => "healthy",
+            HealthState::Watch => "watch",
+            HealthState::Degraded => "degraded",
+            HealthState::Failing => "failing",
+            HealthState::Silent => "silent",
+        }
+    }
+}
+
+/// One piece of evidence, in the alert contract's shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub signal: String,
+    pub detail: String,
+}
+
+/// What the models say about one GPU at one event time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assessment {
+    pub ts_ms: i64,
+    pub gpu: features::GpuId,
+    #[serde(skip)]
+    pub topo: Topology,
+    pub risk: f64,
+    pub state: HealthState,
+    /// The strongest component's kind.
+    pub kind: Kind,
+    /// Risk per kind, indexed like [`Kind::ALL`].
+    pub components: [f32; 8],
+    /// Calibrated anomaly grade of the forest.
+    pub anomaly_grade: f32,
+    pub eta_hours: Option<f64>,
+    /// Evidence of the strongest component first.
+    pub reasons: Vec<Evidence>,
+}
+
+impl Assessment {
+    pub fn component(&self, k: Kind) -> f64 {
+        f64::from(self.components[k as usize])
+    }
+}
+
+/// Fuses component risks into an assessment. `reasons[k]` holds the
+/// evidence of component `k`.
+pub fn fuse(
+    row: &FeatureRow,
+    components: [f32; 8],
+    mut reasons: Vec<(Kind, Evidence)>,
+    grade: f32,
+    eta_hours: Option<f64>,
+) -> Assessment {
+    let (best, risk) =
+        components.iter().enumerate().fold(
+            (0, 0.0f32),
+            |(bi, bv), (i, v)| if *v > bv { (i, *v) } else { (bi, bv) },
+        );
+    let kind = Kind::from_index(best).unwrap_or(Kind::Anomaly);
+    // Strongest component's evidence first, then the others by their risk.
+    reasons.sort_by(|a, b| {
+        let ka = if a.0 == kind {
+            f32::INFINITY
+        } else {
+            components[a.0 as usize]
+        };
+        let kb = if b.0 == kind {
+            f32::INFINITY
+        } else {
+            components[b.0 as usize]
+        };
+        kb.total_cmp(&ka)
+    });
+    let risk = f64::from(risk);
+    Assessment {
+        ts_ms: row.ts_ms,
+        gpu: row.gpu.clone(),
+        topo: row.topo.clone(),
+        risk,
+        state: HealthState::from_risk(risk),
+        kind,
+        components,
+        anomaly_grade: grade,
+        eta_hours: if kind == Kind::HbmEccTrend {
+            eta_hours
+        } else {
+            None
+        },
+        reasons: reasons.into_iter().map(|(_, e)| e).collect(),
+    }
+}

@@ -1,0 +1,202 @@
+//! Rule components of a GPU's risk: hard failures (no model needed) and
+//! degradation signals read straight off workload-aware features.
+//!
+//! Hard-failure sources:
+//! - double-bit (uncorrectable) volatile ECC errors: DCGM health watch
+//!   `DCGM_FI_DEV_ECC_DBE_VOL_TOTAL` > 0 is a failure (`shared/reference/dcgm/health-fields.md`);
+//! - XIDs NVIDIA lists as requiring a reset / RMA or marking a lost GPU
+//!   (docs.nvidia.com/deploy/xid-errors): 48 (DBE), 64 (remap failure
+//!   recording), 79 (fallen off the bus), 94 / 95 (contained / uncontained
+//!   ECC), 119 / 120 (GSP timeout / error);
+//! - `DCGM_FI_DEV_ROW_REMAP_FAILURE` = 1: no spare rows left
+//!   (NVIDIA A100 / H100 memory error management guide).
+
+use features::{Col, FeatureRow};
+
+use super::{Evidence, Kind};
+
+/// XIDs that mean the GPU is failing now.
+pub const HARD_XIDS: [u32; 7] = [48, 64, 79, 94, 95, 119, 120];
+
+fn v(row: &FeatureRow, c: Col) -> f64 {
+    let x = f64::from(row.get(c));
+    if x.is_finite() { x } else { 0.0 }
+}
+
+/// Saturating map of a non-negative signal to [0, 1): `x / (x + half)`,
+/// so `half` gives 0.5.
+fn sat(x: f64, half: f64) -> f32 {
+    if x <= 0.0 {
+        0.0
+    } else {
+        (x / (x + half)) as f32
+    }
+}
+
+/// Evaluates every rule; returns component risks (indexed like
+/// [`Kind::ALL`]) and their evidence.
+///
+/// `warm` is false while the shard's expected-vs-actual models and peer
+/// statistics are still learning (the first hour of event time): only hard
+/// failures count then.
+pub fn evaluate(
+    row: &FeatureRow,
+    hard_xid: Option<u32>,
+    warm: bool,
+    components: &mut [f32; 8],
+    reasons: &mut Vec<(Kind, Evidence)>,
+) {
+    let ev = |s: &str, d: String| Evidence {
+        signal: s.to_string(),
+        detail: d,
+    };
+    // Hard failures.
+    let dbe = v(row, Col::EccDbeDelta);
+    if dbe > 0.0 {
+        components[Kind::HardFailure as usize] = 1.0;
+        reasons.push((
+            Kind::HardFailure,
+            ev(
+                "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+                format!("+{dbe:.0} double-bit ECC error(s)"),
+            ),
+        ));
+    }
+    if let Some(xid) = hard_xid {
+        components[Kind::HardFailure as usize] = 1.0;
+        reasons.push((
+            Kind::HardFailure,
+            ev(
+                "DCGM_FI_DEV_XID_ERRORS",
+                format!("XID {xid}: {}", xid_text(xid)),
+            ),
+        ));
+    }
+    if v(row, Col::RowRemapFailure) >= 1.0 {
+        components[Kind::HardFailure as usize] = 1.0;
+        reasons.push((
+            Kind::HardFailure,
+            ev(
+                "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+                "row remapping failed: no spare rows".into(),
+            ),
+        ));
+    }
+
+    if !warm {
+        return;
+    }
+
+    // HBM: correctable ECC rate, then remapped rows.
+    let sbe_rate = v(row, Col::EccSbeRate);
+    let remap_rate = v(row, Col::RemapCorrRate) + v(row, Col::RemapUncorrRate);
+    let pending = v(row, Col::RowRemapPending) >= 1.0 || v(row, Col::RetiredPending) >= 1.0;
+    let hbm = sat(sbe_rate, 60.0)
+        .max(sat(remap_rate, 0.5))
+        .max(if pending { 0.5 } else { 0.0 });
+    let hbm = if sbe_rate > 5.0 && remap_rate > 0.0 {
+        hbm.max(0.9)
+    } else {
+        hbm
+    };
+    if hbm >= 0.2 {
+        components[Kind::HbmEccTrend as usize] = hbm;
+        reasons.push((
+            Kind::HbmEccTrend,
+            ev(
+                "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+                format!("correctable ECC rate {sbe_rate:.1}/h"),
+            ),
+        ));
+        if remap_rate > 0.0 || v(row, Col::RemapCorrTotal) > 0.0 {
+            reasons.push((
+                Kind::HbmEccTrend,
+                ev(
+                    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+                    format!(
+                        "{:.0} rows remapped, {remap_rate:.2}/h",
+                        v(row, Col::RemapCorrTotal)
+                    ),
+                ),
+            ));
+        }
+    }
+
+    // Thermal: hotter than a healthy GPU of this SKU at this load, for a while.
+    let resid = v(row, Col::GpuTempResidEwma);
+    let thermal = sat(resid - 4.0, 6.0);
+    if thermal >= 0.2 {
+        components[Kind::ThermalDegradation as usize] = thermal;
+        reasons.push((
+            Kind::ThermalDegradation,
+            ev(
+                "DCGM_FI_DEV_GPU_TEMP",
+                format!(
+                    "{resid:+.1} °C vs expected at this load ({:.0} °C now)",
+                    v(row, Col::GpuTemp)
+                ),
+            ),
+        ));
+    }
+
+    // Interconnects.
+    let nvl = v(row, Col::NvlinkCrcFlitRate)
+        + v(row, Col::NvlinkCrcDataRate)
+        + v(row, Col::NvlinkReplayRate);
+    let nvlink = sat(nvl - 20.0, 200.0);
+    if nvlink >= 0.2 {
+        components[Kind::NvlinkErrors as usize] = nvlink;
+        reasons.push((
+            Kind::NvlinkErrors,
+            ev(
+                "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+                format!("NVLink CRC/replay errors {nvl:.0}/h"),
+            ),
+        ));
+    }
+    let replay = v(row, Col::PcieReplayRate);
+    let pcie = sat(replay - 50.0, 500.0);
+    if pcie >= 0.2 {
+        components[Kind::PcieErrors as usize] = pcie;
+        reasons.push((
+            Kind::PcieErrors,
+            ev(
+                "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+                format!("PCIe replays {replay:.0}/h"),
+            ),
+        ));
+    }
+
+    // Straggler: busy training, yet slower and cooler than its job peers.
+    // (An idle member of a job is not a straggler: the job left it idle.)
+    let (clock_z, power_z) = (v(row, Col::SmClockPeerZ), v(row, Col::PowerPeerZ));
+    let in_job = v(row, Col::PeerLevel) == 0.0
+        && row.get(Col::PeerLevel).is_finite()
+        && v(row, Col::PeerN) >= 3.0;
+    let busy_training = v(row, Col::PhaseCode) == 2.0 && v(row, Col::GpuUtil) >= 50.0;
+    if in_job && busy_training && clock_z < -3.0 && power_z < -2.0 {
+        let s = sat(-clock_z - 3.0, 3.0).max(0.35);
+        components[Kind::Straggler as usize] = s;
+        reasons.push((
+            Kind::Straggler,
+            ev(
+                "DCGM_FI_DEV_SM_CLOCK",
+                format!("SM clock {clock_z:.1} σ below job peers, power {power_z:.1} σ"),
+            ),
+        ));
+    }
+}
+
+/// NVIDIA's short description of a hard XID.
+pub fn xid_text(xid: u32) -> &'static str {
+    match xid {
+        48 => "double-bit ECC error",
+        64 => "ECC page retirement or row remapper recording failure",
+        79 => "GPU has fallen off the bus",
+        94 => "contained ECC error",
+        95 => "uncontained ECC error",
+        119 => "GSP RPC timeout",
+        120 => "GSP error",
+        _ => "hardware error",
+    }
+}

@@ -1,0 +1,200 @@
+//! `forewarn serve`: the service. Sources feed the sharded pipeline; the
+//! alert thread routes state changes through the durable outbox to the
+//! receivers; REST serves the published risk table. With no config it runs
+//! the embedded demo: a simulated fleet streaming faster than real time,
+//! REST on 127.0.0.1:8080, alerts to the console and `forewarn-alerts.jsonl`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use alerts::{AlertEngine, AlertEvent, AlertRouter, AlertSystem};
+use anyhow::Context;
+use clap::Args;
+use datasets::simulator::SimConfig;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, RawConfig, SourceKind};
+use crate::pipeline::{AlertSink, Pipeline, PipelineConfig};
+use crate::sources::{DeadLetters, file, simulator};
+use crate::state::{SharedState, State};
+
+/// Run the service (with no config: the built-in simulated fleet demo).
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Config file (see docs/forewarn.example.toml). Default: the demo.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// REST listen address (overrides the config).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Simulated fleet: event time per wall second (overrides the config).
+    #[arg(long)]
+    pub speed: Option<f64>,
+    /// Simulated fleet: number of GPUs (overrides the config).
+    #[arg(long)]
+    pub gpus: Option<usize>,
+}
+
+/// Routes alert events into the outbox (delivery workers send them) and
+/// logs each one to the console.
+struct RouterSink {
+    router: AlertRouter,
+}
+
+impl AlertSink for RouterSink {
+    fn deliver(&mut self, events: &[AlertEvent], now_ms: i64) -> anyhow::Result<()> {
+        for e in events {
+            tracing::info!(status = ?e.status, severity = ?e.severity, kind = %e.kind, dedup_key = %e.dedup_key, "{}", e.summary);
+        }
+        self.router.push(events);
+        self.router
+            .flush(now_ms)
+            .context("writing notifications to the outbox")?;
+        Ok(())
+    }
+}
+
+fn load(args: &ServeArgs) -> anyhow::Result<Config> {
+    let mut cfg = RawConfig::load(args.config.as_deref())?;
+    if let Some(l) = &args.listen {
+        cfg.listen = l
+            .parse()
+            .with_context(|| format!("--listen {l:?} is not an address:port"))?;
+    }
+    if let SourceKind::Simulator { speed, gpus, .. } = &mut cfg.source {
+        if let Some(s) = args.speed {
+            anyhow::ensure!(s >= 0.0 && s.is_finite(), "--speed must be >= 0");
+            *speed = s;
+        }
+        if let Some(n) = args.gpus {
+            anyhow::ensure!(
+                (1..=200_000).contains(&n),
+                "--gpus must be between 1 and 200000"
+            );
+            *gpus = n;
+        }
+    }
+    Ok(cfg)
+}
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let cfg = load(args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(serve(cfg))
+}
+
+async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let state = SharedState::new(format!("http://{}", cfg.listen));
+    let shutdown = CancellationToken::new();
+    let sys = AlertSystem::open(&cfg.alerts).context("opening the alert outbox and receivers")?;
+    let workers = sys.spawn_delivery(&shutdown);
+    let router = AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone());
+    let engine = AlertEngine::new(cfg.alerts.engine.clone());
+    let pcfg = PipelineConfig {
+        shards: cfg.shards,
+        features: cfg.features.clone(),
+        seed: cfg.seed,
+    };
+    let mut pipeline = Pipeline::start(
+        &pcfg,
+        engine,
+        Box::new(RouterSink { router }),
+        state.clone(),
+    )?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let source = {
+        let (stop, state, cfg) = (stop.clone(), state.clone(), cfg.clone());
+        std::thread::Builder::new()
+            .name("source".into())
+            .spawn(move || -> anyhow::Result<()> {
+                let mut dead = DeadLetters::open(cfg.dead_letter_file.as_deref())?;
+                let result = run_source(&cfg, &state, &stop, &mut dead, &mut pipeline);
+                let (summary, _) = pipeline.finish()?;
+                tracing::info!(
+                    samples = summary.samples,
+                    gpus = summary.gpus,
+                    alert_events = summary.alert_events,
+                    "source finished"
+                );
+                result
+            })?
+    };
+    state.set_ready(true);
+
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("binding {}", cfg.listen))?;
+    tracing::info!(
+        "forewarn serving on http://{} (GET /v1/gpus?sort=risk, /v1/alerts, /metrics)",
+        cfg.listen
+    );
+    let sd = shutdown.clone();
+    axum::serve(listener, crate::api::app(state.clone()))
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
+                () = sd.cancelled() => {}
+            }
+        })
+        .await
+        .context("serving REST")?;
+    stop.store(true, Ordering::Relaxed);
+    let joined = tokio::task::spawn_blocking(move || source.join())
+        .await
+        .context("joining the source")?;
+    shutdown.cancel();
+    for w in workers {
+        let _ = w.await;
+    }
+    match joined {
+        Ok(r) => r,
+        Err(_) => anyhow::bail!("the source thread panicked"),
+    }
+}
+
+fn run_source(
+    cfg: &Config,
+    state: &State,
+    stop: &AtomicBool,
+    dead: &mut DeadLetters,
+    pipeline: &mut Pipeline,
+) -> anyhow::Result<()> {
+    match &cfg.source {
+        SourceKind::Simulator {
+            gpus,
+            seed,
+            speed,
+            interval_s,
+        } => {
+            let sim = SimConfig {
+                gpus: *gpus,
+                hours: 24.0 * 365.0,
+                interval_s: *interval_s,
+                seed: *seed,
+                failure_rate_per_gpu_day: DEMO_FAILURE_RATE,
+                ..SimConfig::default()
+            };
+            simulator::run(sim, *speed, &|| stop.load(Ordering::Relaxed), |batch| {
+                state
+                    .metrics
+                    .samples_in
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                pipeline.send(batch)
+            })?;
+        }
+        SourceKind::Files(paths) => {
+            file::read_inputs(paths, state, dead, |batch| pipeline.send(batch))?;
+        }
+    }
+    Ok(())
+}
+
+/// The demo fleet fails more often than a real one, so that a few minutes
+/// of watching show every kind of alert.
+const DEMO_FAILURE_RATE: f64 = 0.15;

@@ -1,0 +1,258 @@
+//! `forewarn.toml`: one file for sources, pipeline, features, alerts and
+//! REST, in two layers (STYLE §5): [`RawConfig`] is the file as written
+//! (unknown keys are errors, every field documented); [`RawConfig::validate`]
+//! builds [`Config`] with no I/O and errors that name the key. An annotated
+//! example is `docs/forewarn.example.toml`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use features::FeatureConfig;
+use serde::Deserialize;
+
+/// The alert policy used when the file has no `[alerts]` table.
+pub const DEFAULT_ALERTS: &str = include_str!("default_alerts.toml");
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Where telemetry comes from. Default: the built-in simulated fleet.
+    #[serde(default)]
+    pub source: RawSource,
+    /// Shards and seeds.
+    #[serde(default)]
+    pub pipeline: RawPipeline,
+    /// Feature-stage knobs (see `features::FeatureConfig`).
+    pub features: Option<FeatureConfig>,
+    /// Alert policy, routes and receivers (see `docs/alerts.md`). Default:
+    /// the built-in policy writing `forewarn-alerts.jsonl`.
+    pub alerts: Option<alerts::RawConfig>,
+    /// REST API.
+    #[serde(default)]
+    pub api: RawApi,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSource {
+    /// `simulator` (default), `kafka` or `files`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Simulated GPUs. Default 512: a few racks, a page of failures a day.
+    pub gpus: Option<usize>,
+    /// Simulation seed. Default 7.
+    pub seed: Option<u64>,
+    /// Event time per wall second. Default 120: two demo hours pass in a minute.
+    pub speed: Option<f64>,
+    /// Seconds between samples. Default 30 (dcgm-exporter's default scrape).
+    pub interval_s: Option<u32>,
+    /// Files for `type = "files"`.
+    #[serde(default)]
+    pub files: Vec<PathBuf>,
+    /// Undecodable input goes here (JSON lines with the reason). Default none.
+    pub dead_letter_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPipeline {
+    /// Shard threads. Default 2: this is a 2-core machine's worth.
+    pub shards: Option<usize>,
+    /// Seed of every model's randomness. Default 17.
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawApi {
+    /// Listen address. Default 127.0.0.1:8080.
+    pub listen: Option<String>,
+    /// Environment variable holding the bearer token for changes (silences,
+    /// labels, reloads). Default `FOREWARN_API_TOKEN`; unset = changes refused.
+    pub token_env: Option<String>,
+}
+
+/// Source kinds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceKind {
+    Simulator {
+        gpus: usize,
+        seed: u64,
+        speed: f64,
+        interval_s: u32,
+    },
+    Files(Vec<PathBuf>),
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub source: SourceKind,
+    pub dead_letter_file: Option<PathBuf>,
+    pub shards: usize,
+    pub seed: u64,
+    pub features: FeatureConfig,
+    pub alerts: alerts::Config,
+    pub listen: SocketAddr,
+    pub token_env: String,
+}
+
+/// A config problem, naming the key.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+fn err(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+impl RawConfig {
+    /// Parses TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            err(
+                "config",
+                e.message().to_string()
+                    + &e.span().map_or(String::new(), |s| {
+                        format!(" (bytes {}..{})", s.start, s.end)
+                    }),
+            )
+        })
+    }
+
+    /// Checks everything; no I/O.
+    pub fn validate(&self) -> Result<Config, ConfigError> {
+        let s = &self.source;
+        let source = match s.kind.as_deref().unwrap_or("simulator") {
+            "simulator" => {
+                let gpus = s.gpus.unwrap_or(512);
+                if gpus == 0 || gpus > 200_000 {
+                    return Err(err("source.gpus", "must be between 1 and 200000"));
+                }
+                let speed = s.speed.unwrap_or(120.0);
+                if !(speed >= 0.0 && speed.is_finite()) {
+                    return Err(err(
+                        "source.speed",
+                        "must be a finite number >= 0 (0 = as fast as possible)",
+                    ));
+                }
+                let interval_s = s.interval_s.unwrap_or(30);
+                if interval_s == 0 {
+                    return Err(err("source.interval_s", "must be at least 1"));
+                }
+                SourceKind::Simulator {
+                    gpus,
+                    seed: s.seed.unwrap_or(7),
+                    speed,
+                    interval_s,
+                }
+            }
+            "files" => {
+                if s.files.is_empty() {
+                    return Err(err(
+                        "source.files",
+                        "type = \"files\" needs at least one file",
+                    ));
+                }
+                SourceKind::Files(s.files.clone())
+            }
+            "kafka" => {
+                return Err(err(
+                    "source.type",
+                    "the Kafka source is not built yet; use \"simulator\" or \"files\"",
+                ));
+            }
+            other => {
+                return Err(err(
+                    "source.type",
+                    format!("unknown source {other:?}: expected simulator, kafka or files"),
+                ));
+            }
+        };
+        let shards = self.pipeline.shards.unwrap_or(2);
+        if !(1..=256).contains(&shards) {
+            return Err(err("pipeline.shards", "must be between 1 and 256"));
+        }
+        let features = self.features.clone().unwrap_or_default();
+        features
+            .validate()
+            .map_err(|e| err("features", e.to_string()))?;
+        let raw_alerts = match &self.alerts {
+            Some(a) => a.clone(),
+            None => alerts::RawConfig::from_toml(DEFAULT_ALERTS)
+                .map_err(|e| err("alerts (built-in default)", e.to_string()))?,
+        };
+        let alerts = raw_alerts
+            .validate()
+            .map_err(|e| err("alerts", e.to_string()))?;
+        let listen_text = self.api.listen.as_deref().unwrap_or("127.0.0.1:8080");
+        let listen = listen_text.parse().map_err(|e| {
+            err(
+                "api.listen",
+                format!("{listen_text:?} is not an address:port: {e}"),
+            )
+        })?;
+        Ok(Config {
+            source,
+            dead_letter_file: s.dead_letter_file.clone(),
+            shards,
+            seed: self.pipeline.seed.unwrap_or(17),
+            features,
+            alerts,
+            listen,
+            token_env: self
+                .api
+                .token_env
+                .clone()
+                .unwrap_or_else(|| "FOREWARN_API_TOKEN".into()),
+        })
+    }
+
+    /// Reads and validates a file, or the defaults when `path` is `None`.
+    pub fn load(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
+        let raw = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| anyhow::anyhow!("reading config {}: {e}", p.display()))?;
+                RawConfig::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
+            }
+            None => RawConfig::default(),
+        };
+        raw.validate()
+            .map_err(|e| anyhow::anyhow!("invalid config: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        let c = RawConfig::default().validate().expect("defaults are valid");
+        assert_eq!(c.shards, 2);
+        assert!(matches!(c.source, SourceKind::Simulator { gpus: 512, .. }));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = RawConfig::from_toml("[pipeline]\nshards = 0\n")
+            .and_then(|r| r.validate().map(|_| ()))
+            .expect_err("0 shards");
+        assert_eq!(e.key, "pipeline.shards");
+        let e = RawConfig::from_toml("[source]\ntype = \"carrier-pigeon\"\n")
+            .and_then(|r| r.validate().map(|_| ()))
+            .expect_err("bad type");
+        assert_eq!(e.key, "source.type");
+        assert!(
+            RawConfig::from_toml("[pipline]\n").is_err(),
+            "unknown keys are errors"
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! Prometheus metrics, rendered by hand in the text exposition format.
+//! Metric names are constants here, not ad-hoc strings at call sites.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use alerts::AlertEvent;
+
+pub const SAMPLES_IN: &str = "forewarn_samples_ingested_total";
+pub const DECODE_ERRORS: &str = "forewarn_decode_errors_total";
+pub const REJECTED: &str = "forewarn_samples_rejected_total";
+pub const ASSESSMENTS: &str = "forewarn_assessments_total";
+pub const ALERT_EVENTS: &str = "forewarn_alert_events_total";
+pub const SHARD_LATENCY: &str = "forewarn_stage_batch_seconds";
+pub const GPUS: &str = "forewarn_gpus";
+pub const LAG: &str = "forewarn_consumer_lag";
+pub const MODEL_VERSION: &str = "forewarn_model_info";
+
+/// Upper bounds (seconds) of the stage latency histogram.
+const BUCKETS: [f64; 10] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
+];
+
+/// A fixed-bucket histogram.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    counts: [AtomicU64; BUCKETS.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, seconds: f64) {
+        let i = BUCKETS
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.counts[i].fetch_add(1, Relaxed);
+        self.sum_us.fetch_add((seconds * 1e6) as u64, Relaxed);
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub samples_in: AtomicU64,
+    pub assessments: AtomicU64,
+    pub gpus: AtomicU64,
+    decode_errors: Mutex<BTreeMap<&'static str, u64>>,
+    rejected: Mutex<BTreeMap<&'static str, u64>>,
+    alert_events: Mutex<BTreeMap<(String, String), u64>>,
+    lag: Mutex<BTreeMap<String, i64>>,
+    pub shard_latency: Histogram,
+}
+
+fn bump(m: &Mutex<BTreeMap<&'static str, u64>>, reason: &'static str, n: u64) {
+    if let Ok(mut m) = m.lock() {
+        *m.entry(reason).or_default() += n;
+    }
+}
+
+impl Metrics {
+    pub fn decode_error(&self, reason: &'static str) {
+        bump(&self.decode_errors, reason, 1);
+    }
+
+    pub fn rejected(&self, reason: &'static str) {
+        bump(&self.rejected, reason, 1);
+    }
+
+    pub fn decode_errors_total(&self) -> u64 {
+        self.decode_errors
+            .lock()
+            .map(|m| m.values().sum())
+            .unwrap_or(0)
+    }
+
+    pub fn alert_event(&self, e: &AlertEvent) {
+        if let Ok(mut m) = self.alert_events.lock() {
+            *m.entry((
+                format!("{:?}", e.severity).to_lowercase(),
+                format!("{:?}", e.status).to_lowercase(),
+            ))
+            .or_default() += 1;
+        }
+    }
+
+    pub fn set_lag(&self, partition: String, lag: i64) {
+        if let Ok(mut m) = self.lag.lock() {
+            m.insert(partition, lag);
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self, model_version: &str) -> String {
+        let mut s = String::new();
+        let counter = |s: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        };
+        counter(
+            &mut s,
+            SAMPLES_IN,
+            "Telemetry samples decoded and handed to the pipeline.",
+            self.samples_in.load(Relaxed),
+        );
+        counter(
+            &mut s,
+            ASSESSMENTS,
+            "GPU assessments produced by the models.",
+            self.assessments.load(Relaxed),
+        );
+        let _ = writeln!(
+            s,
+            "# HELP {GPUS} GPUs known to the pipeline.\n# TYPE {GPUS} gauge\n{GPUS} {}",
+            self.gpus.load(Relaxed)
+        );
+        for (name, help, map) in [
+            (
+                DECODE_ERRORS,
+                "Messages or records that could not be decoded, by reason.",
+                &self.decode_errors,
+            ),
+            (
+                REJECTED,
+                "Samples rejected by the feature stage, by reason.",
+                &self.rejected,
+            ),
+        ] {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
+            if let Ok(m) = map.lock() {
+                for (reason, v) in m.iter() {
+                    let _ = writeln!(s, "{name}{{reason=\"{reason}\"}} {v}");
+                }
+            }
+        }
+        let _ = writeln!(
+            s,
+            "# HELP {ALERT_EVENTS} Alert state changes, by severity and status.\n# TYPE {ALERT_EVENTS} counter"
+        );
+        if let Ok(m) = self.alert_events.lock() {
+            for ((sev, status), v) in m.iter() {
+                let _ = writeln!(
+                    s,
+                    "{ALERT_EVENTS}{{severity=\"{sev}\",status=\"{status}\"}} {v}"
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "# HELP {LAG} Consumer lag in messages, by topic-partition.\n# TYPE {LAG} gauge"
+        );
+        if let Ok(m) = self.lag.lock() {
+            for (p, v) in m.iter() {
+                let _ = writeln!(s, "{LAG}{{partition=\"{p}\"}} {v}");
+            }
+        }
+        let h = &self.shard_latency;
+        let _ = writeln!(
+            s,
+            "# HELP {SHARD_LATENCY} Time a shard spends on one batch.\n# TYPE {SHARD_LATENCY} histogram"
+        );
+        let mut cum = 0;
+        for (i, b) in BUCKETS.iter().enumerate() {
+            cum += h.counts[i].load(Relaxed);
+            let _ = writeln!(s, "{SHARD_LATENCY}_bucket{{le=\"{b}\"}} {cum}");
+        }
+        cum += h.counts[BUCKETS.len()].load(Relaxed);
+        let _ = writeln!(
+            s,
+            "{SHARD_LATENCY}_bucket{{le=\"+Inf\"}} {cum}\n{SHARD_LATENCY}_sum {}\n{SHARD_LATENCY}_count {cum}",
+            h.sum_us.load(Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(
+            s,
+            "# HELP {MODEL_VERSION} Loaded model versions.\n# TYPE {MODEL_VERSION} gauge\n{MODEL_VERSION}{{version=\"{model_version}\"}} 1"
+        );
+        s
+    }
+}

@@ -1,0 +1,152 @@
+//! Assessments → alert observations → alert events: the one place a GPU's
+//! risk becomes an `alerts::Observation` (the alerts crate knows nothing of
+//! GPUs).
+//!
+//! Each GPU is observed for a kind while that kind's component is non-zero
+//! or an alert of that kind may still be active for it, so a healthy GPU
+//! costs one hash lookup and the engine sees every clearing observation it
+//! needs to resolve.
+
+use std::collections::HashMap;
+
+use alerts::{AlertEngine, AlertEvent, Labels, Observation, Reason, Scope, Severity};
+use features::GpuId;
+
+use crate::assess::{Assessment, Kind};
+
+/// How often (event time) the engine's timers run: `for`, staleness,
+/// correlation windows.
+pub const TICK_EVERY_MS: i64 = 15_000;
+
+/// The alert stage's own state beside the engine.
+pub struct AlertStage {
+    pub engine: AlertEngine,
+    /// Kinds observed non-zero per GPU since they were last clear.
+    watched: HashMap<GpuId, u8>,
+    last_tick_ms: i64,
+    watermark_ms: i64,
+}
+
+impl AlertStage {
+    pub fn new(engine: AlertEngine) -> Self {
+        AlertStage {
+            engine,
+            watched: HashMap::new(),
+            last_tick_ms: i64::MIN,
+            watermark_ms: i64::MIN,
+        }
+    }
+
+    /// Newest event time seen.
+    pub fn watermark_ms(&self) -> i64 {
+        self.watermark_ms
+    }
+
+    /// Feeds one assessment; state changes are appended to `out`.
+    pub fn observe(&mut self, a: &Assessment, out: &mut Vec<AlertEvent>) {
+        self.watermark_ms = self.watermark_ms.max(a.ts_ms);
+        let bits = self.watched.get(&a.gpu).copied().unwrap_or(0);
+        let mut now_bits = 0u8;
+        for (i, kind) in Kind::ALL.iter().enumerate() {
+            let v = a.components[i];
+            if v > 0.0 {
+                now_bits |= 1 << i;
+            }
+            if v <= 0.0 && bits >> i & 1 == 0 {
+                continue;
+            }
+            let labels = labels_of(a);
+            let reasons: Vec<Reason> = a
+                .reasons
+                .iter()
+                .map(|r| Reason {
+                    signal: r.signal.clone(),
+                    detail: r.detail.clone(),
+                })
+                .collect();
+            let value = f64::from(v);
+            let severity = if value >= kind.pages_at() {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            };
+            let summary = summary_of(a, *kind, &reasons);
+            out.extend(self.engine.observe(&Observation {
+                ts_ms: a.ts_ms,
+                kind: kind.as_str(),
+                scope: Scope::Gpu,
+                labels: &labels,
+                severity,
+                value,
+                summary: &summary,
+                reasons: &reasons,
+                eta_hours: if *kind == Kind::HbmEccTrend {
+                    a.eta_hours
+                } else {
+                    None
+                },
+            }));
+        }
+        // Keep watching a kind for a while after it clears (until the next
+        // non-zero, or the engine resolves it by staleness).
+        let keep = bits | now_bits;
+        if keep == 0 {
+            if bits != 0 {
+                self.watched.remove(&a.gpu);
+            }
+        } else if keep != bits {
+            self.watched.insert(a.gpu.clone(), keep);
+        }
+        if self.last_tick_ms == i64::MIN || self.watermark_ms - self.last_tick_ms >= TICK_EVERY_MS {
+            self.last_tick_ms = self.watermark_ms;
+            out.extend(self.engine.tick(self.watermark_ms));
+        }
+    }
+
+    /// Runs the engine's timers up to `now_ms` (end of input, idle source).
+    pub fn tick(&mut self, now_ms: i64, out: &mut Vec<AlertEvent>) {
+        out.extend(self.engine.tick(now_ms));
+    }
+}
+
+/// Identity and topology labels of a GPU alert.
+pub fn labels_of(a: &Assessment) -> Labels {
+    let mut l = Labels::new();
+    l.insert("gpu".into(), a.gpu.to_string());
+    let t = &a.topo;
+    for (k, v) in [
+        ("host", &t.host),
+        ("rack", &t.rack),
+        ("cluster", &t.cluster),
+        ("job", &t.job),
+        ("model", &t.model),
+    ] {
+        if let Some(v) = v {
+            l.insert(k.into(), v.to_string());
+        }
+    }
+    l
+}
+
+/// One human sentence: who, where, what, strongest evidence.
+fn summary_of(a: &Assessment, kind: Kind, reasons: &[Reason]) -> String {
+    let host = a.topo.host.as_deref().unwrap_or("unknown host");
+    let what = match kind {
+        Kind::HardFailure => "hardware failure",
+        Kind::GpuLost => "stopped reporting",
+        Kind::HbmEccTrend => "HBM memory degrading",
+        Kind::ThermalDegradation => "running hotter than expected at its load",
+        Kind::NvlinkErrors => "NVLink errors rising",
+        Kind::PcieErrors => "PCIe replays rising",
+        Kind::Straggler => "straggling behind its job peers",
+        Kind::Anomaly => "behaving unlike itself and its peers",
+    };
+    let mut s = format!("{} on {host}: {what}", a.gpu);
+    if let Some(r) = reasons.first() {
+        s.push_str(&format!(" ({})", r.detail));
+    }
+    if let Some(eta) = a.eta_hours.filter(|_| kind == Kind::HbmEccTrend) {
+        s.push_str(&format!("; limit reached in ~{eta:.0} h"));
+    }
+    s
+}

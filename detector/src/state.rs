@@ -1,0 +1,141 @@
+//! The state REST reads: the risk table (latest assessment and a short risk
+//! history per GPU) and the alert view (active alerts and recent events).
+//! Written by the alert stage once per shard batch under a short write lock;
+//! never held across `.await`; lookups never wait on scoring.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use alerts::{AlertEvent, Status};
+use features::GpuId;
+
+use crate::assess::{Assessment, HealthState};
+use crate::metrics::Metrics;
+
+/// Points of risk history kept per GPU, one per [`HISTORY_STEP_MS`].
+pub const HISTORY_LEN: usize = 48;
+/// Spacing of history points: 48 × 5 min = the last 4 hours.
+pub const HISTORY_STEP_MS: i64 = 300_000;
+/// Recent alert events kept for `GET /v1/alerts`.
+const RECENT_EVENTS: usize = 2_000;
+
+/// What REST knows about one GPU.
+#[derive(Debug, Clone)]
+pub struct GpuView {
+    pub latest: Assessment,
+    pub last_seen_ms: i64,
+    /// (ts, risk), oldest first.
+    pub history: VecDeque<(i64, f32)>,
+}
+
+/// Active alerts by dedup key, and the newest events.
+#[derive(Debug, Default)]
+pub struct AlertView {
+    pub active: BTreeMap<String, AlertEvent>,
+    pub recent: VecDeque<AlertEvent>,
+}
+
+/// Everything shared between the pipeline and the API.
+#[derive(Debug)]
+pub struct SharedState {
+    pub gpus: RwLock<HashMap<GpuId, GpuView>>,
+    pub alerts: RwLock<AlertView>,
+    pub metrics: Metrics,
+    /// True once restored and caught up.
+    pub ready: AtomicBool,
+    /// Link base for alert payloads (`http://host:port`).
+    pub public_url: String,
+}
+
+pub type State = Arc<SharedState>;
+
+impl SharedState {
+    pub fn new(public_url: String) -> State {
+        Arc::new(SharedState {
+            gpus: RwLock::new(HashMap::new()),
+            alerts: RwLock::new(AlertView::default()),
+            metrics: Metrics::default(),
+            ready: AtomicBool::new(false),
+            public_url,
+        })
+    }
+
+    /// Publishes a batch of assessments.
+    pub fn publish(&self, batch: &[Assessment]) {
+        if batch.is_empty() {
+            return;
+        }
+        let Ok(mut gpus) = self.gpus.write() else {
+            return;
+        };
+        for a in batch {
+            let silent = a.state == HealthState::Silent;
+            match gpus.get_mut(&a.gpu) {
+                Some(v) => {
+                    if !silent {
+                        v.last_seen_ms = a.ts_ms;
+                    }
+                    let due = v
+                        .history
+                        .back()
+                        .is_none_or(|(t, _)| a.ts_ms - t >= HISTORY_STEP_MS);
+                    if due {
+                        if v.history.len() == HISTORY_LEN {
+                            v.history.pop_front();
+                        }
+                        v.history.push_back((a.ts_ms, a.risk as f32));
+                    } else if let Some(last) = v.history.back_mut() {
+                        last.1 = last.1.max(a.risk as f32);
+                    }
+                    v.latest = a.clone();
+                }
+                None => {
+                    let mut history = VecDeque::with_capacity(HISTORY_LEN);
+                    history.push_back((a.ts_ms, a.risk as f32));
+                    gpus.insert(
+                        a.gpu.clone(),
+                        GpuView {
+                            latest: a.clone(),
+                            last_seen_ms: a.ts_ms,
+                            history,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Records alert events.
+    pub fn record_alerts(&self, events: &[AlertEvent]) {
+        if events.is_empty() {
+            return;
+        }
+        let Ok(mut view) = self.alerts.write() else {
+            return;
+        };
+        for e in events {
+            self.metrics.alert_event(e);
+            match e.status {
+                Status::Firing => {
+                    view.active.insert(e.dedup_key.clone(), e.clone());
+                }
+                Status::Resolved => {
+                    view.active.remove(&e.dedup_key);
+                }
+            }
+            if view.recent.len() == RECENT_EVENTS {
+                view.recent.pop_front();
+            }
+            view.recent.push_back(e.clone());
+        }
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,440 @@
+//! One accepted sample → one feature row: the per-sample body of the
+//! engine, after the arrival checks. Touches the GPU's own state and the
+//! shared parts (models, cohorts, hosts, XID groups) through [`Parts`], so
+//! the borrow of the GPU's state and of the shared state stay disjoint.
+
+use std::sync::Arc;
+
+use super::FeatureEvent;
+use crate::config::FeatureConfig;
+use crate::expected::inlet::{HostSlot, HostTemps};
+use crate::expected::{Expected, ExpectedInputs, ModelBank};
+use crate::field::Field;
+use crate::peers::{
+    CohortKey, CohortLevel, CohortStats, LEVELS, MemberSlot, PEER_FEATURES, RobustStats,
+};
+use crate::phase;
+use crate::sample::Sample;
+use crate::state::GpuState;
+use crate::state::counters::{CounterUpdate, ERROR_COUNTERS, TRACKED};
+use crate::state::smooth::{EventKind, alpha};
+use crate::vector::{Col, FEATURE_COUNT, FeatureRow};
+use crate::xid::{self, PendingXid, XidBlame, XidClass, XidCorrelator};
+
+/// Clock event reason bits (NVML `nvmlClocksEventReasons`, which DCGM
+/// reports as `DCGM_FI_DEV_CLOCKS_EVENT_REASONS`).
+const REASON_SW_POWER_CAP: u64 = 0x4;
+const REASON_HW_SLOWDOWN: u64 = 0x8;
+const REASON_SW_THERMAL: u64 = 0x20;
+const REASON_HW_THERMAL: u64 = 0x40;
+const REASON_HW_POWER_BRAKE: u64 = 0x80;
+
+/// Smoothing of utilization for phase detection (per sample).
+const UTIL_ALPHA: f32 = 0.5;
+
+/// The shared state one row needs.
+pub(super) struct Parts<'a> {
+    pub cfg: &'a FeatureConfig,
+    pub models: &'a mut ModelBank,
+    pub cohorts: &'a mut CohortStats,
+    pub hosts: &'a mut HostTemps,
+    pub xids: &'a mut XidCorrelator,
+}
+
+/// The peer inputs of a row, read back from its columns.
+fn peer_inputs(v: &[f32; FEATURE_COUNT]) -> [f32; PEER_FEATURES] {
+    [
+        Col::GpuTemp,
+        Col::MemoryTemp,
+        Col::PowerW,
+        Col::SmClock,
+        Col::GpuUtil,
+        Col::GpuTempResid,
+        Col::SmClockResid,
+        Col::PowerResid,
+    ]
+    .map(|c| v[c as usize])
+}
+
+/// Fills the peer columns from the narrowest cohort (of `ids`, `u32::MAX`
+/// = none) whose reference covers enough GPUs.
+pub(super) fn fill_peer_z<'r>(
+    v: &mut [f32; FEATURE_COUNT],
+    ids: &[u32; LEVELS],
+    ts: i64,
+    reference: impl Fn(u32, i64) -> Option<&'r RobustStats>,
+) {
+    let found = ids
+        .iter()
+        .enumerate()
+        .filter(|(_, id)| **id != u32::MAX)
+        .find_map(|(lvl, id)| reference(*id, ts).map(|r| (lvl, r)));
+    if let Some((lvl, r)) = found {
+        let x = peer_inputs(v);
+        v[Col::PeerLevel as usize] = lvl as f32;
+        v[Col::PeerN as usize] = r.n as f32;
+        for (p, x) in x.iter().enumerate() {
+            v[Col::GpuTempPeerZ as usize + p] = r.z(p, *x);
+        }
+    }
+}
+
+fn flag(bits: f32, mask: u64) -> f32 {
+    if bits.is_finite() {
+        f32::from(u8::from(bits as u64 & mask != 0))
+    } else {
+        f32::NAN
+    }
+}
+
+fn nan_if_zero_den(num: f32, den: f32) -> f32 {
+    if den > 0.0 { num / den } else { f32::NAN }
+}
+
+impl Parts<'_> {
+    /// Updates `st` with `sample` (already accepted) and builds its row.
+    pub fn compute(
+        &mut self,
+        st: &mut GpuState,
+        sample: &Sample,
+        prev_ts: i64,
+        events: &mut Vec<FeatureEvent>,
+        deferred: Option<&mut [u32; LEVELS]>,
+    ) -> FeatureRow {
+        let cfg = self.cfg;
+        let ts = sample.ts_ms;
+        let dt = if prev_ts == i64::MIN { 0 } else { ts - prev_ts };
+        let mut v = [f32::NAN; FEATURE_COUNT];
+
+        if st.update_topology(&sample.topo) || st.sku == u32::MAX {
+            st.sku = self.models.resolve(&st.topo.model);
+        }
+        st.ingest(&sample.metrics);
+        let carry = cfg.carry_forward_samples;
+        let g = |f: Field| st.value(f, carry);
+        let temp = g(Field::GpuTemp);
+        let mem_temp = g(Field::MemoryTemp);
+        let power = g(Field::PowerUsage);
+        let util = g(Field::GpuUtil);
+        let clock = g(Field::SmClock);
+        let power_frac = nan_if_zero_den(power, g(Field::PowerLimit));
+        let fb_used = g(Field::FbUsed);
+        let fb_total = fb_used + g(Field::FbFree) + g(Field::FbReserved).max(0.0);
+        let fb_frac = nan_if_zero_den(fb_used, fb_total);
+        let reasons = g(Field::ClocksEventReasons);
+        for (col, val) in [
+            (Col::GpuTemp, temp),
+            (Col::MemoryTemp, mem_temp),
+            (Col::PowerW, power),
+            (Col::PowerFrac, power_frac),
+            (Col::GpuUtil, util),
+            (Col::MemCopyUtil, g(Field::MemCopyUtil)),
+            (Col::SmClock, clock),
+            (Col::MemClock, g(Field::MemClock)),
+            (Col::FbUsedFrac, fb_frac),
+            (Col::SmActive, g(Field::SmActive)),
+            (Col::TensorActive, g(Field::TensorActive)),
+            (Col::DramActive, g(Field::DramActive)),
+            (Col::PcieLinkGen, g(Field::PcieLinkGen)),
+            (Col::PcieLinkWidth, g(Field::PcieLinkWidth)),
+            (
+                Col::ThrottlePower,
+                flag(reasons, REASON_SW_POWER_CAP | REASON_HW_POWER_BRAKE),
+            ),
+            (
+                Col::ThrottleThermal,
+                flag(reasons, REASON_SW_THERMAL | REASON_HW_THERMAL),
+            ),
+            (Col::ThrottleHwSlowdown, flag(reasons, REASON_HW_SLOWDOWN)),
+            (Col::RetiredPending, g(Field::RetiredPending)),
+            (Col::RowRemapPending, g(Field::RowRemapPending)),
+            (Col::RowRemapFailure, g(Field::RowRemapFailure)),
+        ] {
+            v[col as usize] = val;
+        }
+
+        self.counters(st, sample, &mut v, events);
+        self.xid(st, sample, events);
+
+        // Workload phase.
+        let util_s = st.util_smooth.update(util, UTIL_ALPHA);
+        let suggested = phase::classify(util_s, power_frac, fb_frac, st.job_hint);
+        let prev_since = st.phase.since_ms;
+        if let Some(from) = st.phase.update(suggested, ts, cfg.phase_confirm_samples) {
+            st.events.bump(EventKind::PhaseChange);
+            st.links_valid = false;
+            events.push(FeatureEvent::PhaseChange {
+                gpu: sample.gpu.clone(),
+                ts_ms: ts,
+                from,
+                to: st.phase.phase,
+                prev_ms: ts - prev_since,
+            });
+        }
+        let ph = st.phase.phase;
+        let settling = st.phase.settling(ts, cfg.phase_settle_ms);
+        // Mid-transition (a new phase suggested, not yet confirmed): neither
+        // phase's models nor peers apply, so residuals and z-scores are
+        // missing and the GPU contributes to no cohort.
+        let transitioning = st.phase.pending();
+
+        // Smoothing and the inlet proxy.
+        let a_th = alpha(dt, cfg.thermal_tau_ms);
+        st.temp_ewma.update(temp, a_th);
+        st.power_ewma.update(power, a_th);
+        if st.host.host == u32::MAX || st.host_epoch != self.hosts.epoch() {
+            st.host = match &st.topo.host {
+                Some(h) => HostSlot::new(self.hosts.resolve(h)),
+                None => HostSlot::default(),
+            };
+            st.host_epoch = self.hosts.epoch();
+        }
+        let proxy = self.hosts.push_and_proxy(&mut st.host, ts, temp);
+
+        // Expected vs actual.
+        let stride = cfg.rls_update_stride;
+        let learn = !settling && !transitioning && st.samples.wrapping_add(st.salt) % stride == 0;
+        let inputs = ExpectedInputs {
+            gpu_temp: temp,
+            memory_temp: mem_temp,
+            power_w: power,
+            power_ewma_w: st.power_ewma.value,
+            util,
+            sm_clock: clock,
+            inlet_proxy: proxy,
+        };
+        let mut exp = self.models.evaluate(st.sku, ph, &inputs, learn, cfg);
+        if transitioning {
+            exp = Expected::missing();
+        }
+        st.resid_ewma
+            .update(exp.temp_resid, alpha(dt, cfg.resid_tau_ms));
+
+        // Peers.
+        let peer_in: [f32; PEER_FEATURES] = [
+            temp,
+            mem_temp,
+            power,
+            clock,
+            util,
+            exp.temp_resid,
+            exp.clock_resid,
+            exp.power_resid,
+        ];
+        self.link_cohorts(st);
+        if !transitioning {
+            for slot in st.cohorts.iter_mut().filter(|s| s.cohort != u32::MAX) {
+                self.cohorts.push(slot, ts, &peer_in);
+            }
+        }
+        let levels = match (transitioning, settling) {
+            (true, _) => 0,
+            (false, true) => 1,
+            (false, false) => LEVELS,
+        };
+        let mut peer_ids = [u32::MAX; LEVELS];
+        for (id, s) in peer_ids.iter_mut().zip(&st.cohorts[..levels]) {
+            *id = s.cohort;
+        }
+        if let Some(deferred) = deferred {
+            // Batch mode: z-scores are filled in at the end of the batch.
+            *deferred = peer_ids;
+        } else {
+            fill_peer_z(&mut v, &peer_ids, ts, |id, ts| {
+                self.cohorts.reference(id, ts)
+            });
+        }
+
+        let ev = &st.events;
+        for (col, val) in [
+            (Col::GpuTempEwma, st.temp_ewma.value),
+            (Col::PowerEwma, st.power_ewma.value),
+            (
+                Col::IntervalS,
+                if dt > 0 { dt as f32 / 1000.0 } else { f32::NAN },
+            ),
+            (Col::CounterResets1h, ev.get(EventKind::CounterReset)),
+            (Col::Gaps1h, ev.get(EventKind::Gap)),
+            (Col::XidHw1h, ev.get(EventKind::XidHardware)),
+            (Col::XidApp1h, ev.get(EventKind::XidApplication)),
+            (Col::XidUnknown1h, ev.get(EventKind::XidUnknown)),
+            (Col::XidAppSolo1h, ev.get(EventKind::XidAppSolo)),
+            (Col::XidAppJob1h, ev.get(EventKind::XidAppJob)),
+            (Col::LastXid, st.last_xid as f32),
+            (Col::PhaseCode, f32::from(ph.code())),
+            (Col::PhaseAgeS, st.phase.age_ms(ts) as f32 / 1000.0),
+            (Col::PhaseChanges1h, ev.get(EventKind::PhaseChange)),
+            (Col::InletProxy, proxy),
+            (Col::GpuTempExpected, exp.temp_expected),
+            (Col::GpuTempResid, exp.temp_resid),
+            (Col::GpuTempResidEwma, st.resid_ewma.value),
+            (Col::MemoryTempResid, exp.mem_temp_resid),
+            (Col::SmClockResid, exp.clock_resid),
+            (Col::PowerResid, exp.power_resid),
+        ] {
+            v[col as usize] = val;
+        }
+        st.samples = st.samples.wrapping_add(1);
+        FeatureRow {
+            ts_ms: ts,
+            gpu: sample.gpu.clone(),
+            topo: st.topo.clone(),
+            phase: ph,
+            values: v,
+        }
+    }
+
+    /// Counter deltas, rates, totals and reset events.
+    fn counters(
+        &mut self,
+        st: &mut GpuState,
+        sample: &Sample,
+        v: &mut [f32; FEATURE_COUNT],
+        events: &mut Vec<FeatureEvent>,
+    ) {
+        let ts = sample.ts_ms;
+        let mut reset = false;
+        for (slot, (field, unit)) in TRACKED.iter().enumerate() {
+            let c = &mut st.counters[slot];
+            match sample.metrics.get(*field) {
+                Some(x) => {
+                    if let CounterUpdate::Reset { from, to } = c.update(x, ts, *unit) {
+                        reset = true;
+                        events.push(FeatureEvent::CounterReset {
+                            gpu: sample.gpu.clone(),
+                            ts_ms: ts,
+                            field: *field,
+                            from,
+                            to,
+                        });
+                    }
+                }
+                None => c.clear_interval(),
+            }
+        }
+        if reset {
+            // One reset episode (a driver reload resets many counters).
+            st.events.bump(EventKind::CounterReset);
+        }
+        let c = &st.counters;
+        for slot in 0..ERROR_COUNTERS {
+            v[Col::EccSbeDelta as usize + slot] = c[slot].delta;
+            v[Col::EccSbeRate as usize + slot] = c[slot].rate;
+        }
+        v[Col::PowerViolationFrac as usize] = c[11].rate;
+        v[Col::ThermalViolationFrac as usize] = c[12].rate;
+        v[Col::EnergyPowerW as usize] = c[13].rate;
+        let total = |slot: usize| c[slot].total().map_or(f32::NAN, |t| t as f32);
+        v[Col::EccSbeAggTotal as usize] = total(14);
+        v[Col::EccDbeAggTotal as usize] = total(15);
+        v[Col::RetiredPagesTotal as usize] = total(2) + total(3);
+        v[Col::RemapCorrTotal as usize] = total(4);
+        v[Col::RemapUncorrTotal as usize] = total(5);
+    }
+
+    /// XID events, classification and job-level attribution.
+    fn xid(&mut self, st: &mut GpuState, sample: &Sample, events: &mut Vec<FeatureEvent>) {
+        let cfg = self.cfg;
+        let ts = sample.ts_ms;
+        let group: Option<Arc<str>> = st.topo.job.clone().or_else(|| st.topo.host.clone());
+        if let Some(p) = st.pending_xid {
+            if ts >= p.ts_ms + cfg.xid_window_ms {
+                self.judge(st, sample, group.as_ref(), p, events);
+            }
+        }
+        let Some(x) = sample.metrics.get(Field::XidErrors) else {
+            return;
+        };
+        let x = if x.is_finite() && x >= 0.0 {
+            x as u32
+        } else {
+            return;
+        };
+        if x == st.last_xid {
+            return;
+        }
+        st.last_xid = x;
+        if x == 0 {
+            return;
+        }
+        let class = xid::classify(x);
+        st.events.bump(match class {
+            XidClass::Hardware => EventKind::XidHardware,
+            XidClass::Application => EventKind::XidApplication,
+            XidClass::Unknown => EventKind::XidUnknown,
+        });
+        events.push(FeatureEvent::Xid {
+            gpu: sample.gpu.clone(),
+            ts_ms: ts,
+            xid: x,
+            class,
+        });
+        if class != XidClass::Application {
+            return;
+        }
+        if let Some(p) = st.pending_xid.take() {
+            self.judge(st, sample, group.as_ref(), p, events);
+        }
+        if let Some(g) = &group {
+            let level = if st.topo.job.is_some() {
+                CohortLevel::Job
+            } else {
+                CohortLevel::Host
+            };
+            let size = self.cohorts.size(st.cohorts[level as usize].cohort).max(1);
+            self.xids.record(g, ts, cfg.xid_window_ms, size);
+        }
+        st.pending_xid = Some(PendingXid { xid: x, ts_ms: ts });
+    }
+
+    fn judge(
+        &mut self,
+        st: &mut GpuState,
+        sample: &Sample,
+        group: Option<&Arc<str>>,
+        p: PendingXid,
+        events: &mut Vec<FeatureEvent>,
+    ) {
+        let cfg = self.cfg;
+        let blame = self
+            .xids
+            .judge(group, p, cfg.xid_window_ms, cfg.xid_job_fraction);
+        st.events.bump(match blame {
+            XidBlame::Job => EventKind::XidAppJob,
+            XidBlame::Gpu => EventKind::XidAppSolo,
+        });
+        st.pending_xid = None;
+        events.push(FeatureEvent::XidAttributed {
+            gpu: sample.gpu.clone(),
+            ts_ms: p.ts_ms,
+            xid: p.xid,
+            blame,
+        });
+    }
+
+    /// (Re)resolves the GPU's cohorts after a topology or phase change, or
+    /// after cohort ids were recycled.
+    fn link_cohorts(&mut self, st: &mut GpuState) {
+        if st.links_valid && st.links_epoch == self.cohorts.epoch() {
+            return;
+        }
+        let t = &st.topo;
+        let scopes = [t.job.clone(), t.host.clone(), t.rack.clone(), None];
+        for (i, level) in CohortLevel::ALL.iter().enumerate() {
+            let scope = scopes[i].clone();
+            st.cohorts[i] = if scope.is_none() && *level != CohortLevel::Fleet {
+                MemberSlot::default()
+            } else {
+                let key = CohortKey {
+                    level: *level,
+                    scope,
+                    sku: t.model.clone(),
+                    phase: st.phase.phase,
+                };
+                MemberSlot::new(self.cohorts.resolve(&key))
+            };
+        }
+        st.links_valid = true;
+        st.links_epoch = self.cohorts.epoch();
+    }
+}

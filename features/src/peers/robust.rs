@@ -1,0 +1,132 @@
+//! Robust location and scale (median and MAD) of one cohort's bucket of
+//! per-GPU values, for peer z-scores. Part of the feature stage's peer
+//! statistics.
+//!
+//! The scale is `1.4826 × MAD` (consistent with σ for normal data) with an
+//! absolute floor per feature: when every peer reads the same clock, the MAD
+//! is zero and a 1 MHz difference must not become an infinite z-score.
+
+use serde::{Deserialize, Serialize};
+
+/// Number of features compared with peers.
+pub const PEER_FEATURES: usize = 8;
+
+/// Median and scale of each peer feature over one bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RobustStats {
+    /// GPUs that contributed.
+    pub n: u32,
+    /// NaN for a feature with fewer than `min` finite values.
+    pub median: [f32; PEER_FEATURES],
+    pub scale: [f32; PEER_FEATURES],
+}
+
+impl Default for RobustStats {
+    fn default() -> Self {
+        RobustStats {
+            n: 0,
+            median: [f32::NAN; PEER_FEATURES],
+            scale: [f32::NAN; PEER_FEATURES],
+        }
+    }
+}
+
+/// Normal-consistency constant of the MAD.
+const MAD_TO_SIGMA: f32 = 1.4826;
+
+/// z-scores are clamped here: beyond it, "very far" is all a model needs and
+/// exports stay readable.
+pub const Z_CLAMP: f32 = 100.0;
+
+/// The median of `xs` (reordered in place); NaN when empty.
+fn median_in_place(xs: &mut [f32]) -> f32 {
+    let n = xs.len();
+    if n == 0 {
+        return f32::NAN;
+    }
+    let k = n / 2;
+    let (lo, mid, _) = xs.select_nth_unstable_by(k, f32::total_cmp);
+    let mid = *mid;
+    if n % 2 == 1 {
+        mid
+    } else {
+        let below = lo.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        0.5 * (below + mid)
+    }
+}
+
+impl RobustStats {
+    /// Median / MAD of `rows` (`n × PEER_FEATURES`, row-major). A feature
+    /// with fewer than `min` finite values gets NaN. `scratch` is reused.
+    pub fn compute(
+        rows: &[f32],
+        floors: &[f32; PEER_FEATURES],
+        min: u32,
+        scratch: &mut Vec<f32>,
+    ) -> RobustStats {
+        debug_assert_eq!(rows.len() % PEER_FEATURES, 0);
+        let mut out = RobustStats {
+            n: u32::try_from(rows.len() / PEER_FEATURES).unwrap_or(u32::MAX),
+            ..RobustStats::default()
+        };
+        for p in 0..PEER_FEATURES {
+            scratch.clear();
+            scratch.extend(
+                rows.iter()
+                    .skip(p)
+                    .step_by(PEER_FEATURES)
+                    .copied()
+                    .filter(|x| x.is_finite()),
+            );
+            if scratch.len() < min as usize {
+                continue;
+            }
+            let med = median_in_place(scratch);
+            for x in scratch.iter_mut() {
+                *x = (*x - med).abs();
+            }
+            let mad = median_in_place(scratch);
+            out.median[p] = med;
+            out.scale[p] = (MAD_TO_SIGMA * mad).max(floors[p]);
+        }
+        out
+    }
+
+    /// The robust z-score of `x` for feature `p`; NaN when either is missing.
+    #[inline]
+    pub fn z(&self, p: usize, x: f32) -> f32 {
+        let z = (x - self.median[p]) / self.scale[p];
+        if z.is_nan() {
+            f32::NAN
+        } else {
+            z.clamp(-Z_CLAMP, Z_CLAMP)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_mad_and_floor() {
+        let floors = [1.0; PEER_FEATURES];
+        let mut rows = Vec::new();
+        for v in [10.0f32, 11.0, 12.0, 13.0, 100.0] {
+            rows.extend([v; PEER_FEATURES]);
+        }
+        rows[PEER_FEATURES + 1] = f32::NAN;
+        let s = RobustStats::compute(&rows, &floors, 3, &mut Vec::new());
+        assert_eq!(s.n, 5);
+        assert_eq!(s.median[0], 12.0);
+        assert_eq!(s.scale[0], 1.4826);
+        // Feature 1 lost the 11: median of 10, 12, 13, 100.
+        assert_eq!(s.median[1], 12.5);
+        assert!((s.z(0, 100.0) - 88.0 / 1.4826).abs() < 1e-3);
+        let same = vec![5.0f32; PEER_FEATURES * 4];
+        let s = RobustStats::compute(&same, &floors, 3, &mut Vec::new());
+        assert_eq!(s.scale[0], 1.0, "zero MAD falls to the floor");
+        let few = vec![5.0f32; PEER_FEATURES * 2];
+        assert!(RobustStats::compute(&few, &floors, 3, &mut Vec::new()).median[0].is_nan());
+    }
+}

@@ -1,0 +1,120 @@
+//! Arrival order and silence of one GPU's samples, part of the per-GPU state.
+//!
+//! Before a sample touches any state it is classified against the GPU's
+//! recent event times: a duplicate (a timestamp among the last few accepted)
+//! is dropped; a small reorder (older than the newest, within the tolerance)
+//! is absorbed: counted, no row, no state change, so a late counter value can
+//! never look like a reset; anything older is rejected as late. A sample
+//! after more than `silence_ms` of silence closes a gap.
+
+use serde::{Deserialize, Serialize};
+
+/// Accepted event times remembered for duplicate detection: covers a
+/// duplicate arriving a few samples after its original.
+const RECENT: usize = 4;
+
+/// How one sample's event time relates to its GPU's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// The GPU's first sample.
+    First,
+    /// Newer than every accepted sample; `gap_from` is set when the GPU was
+    /// silent for longer than `silence_ms` before it.
+    InOrder { gap_from: Option<i64> },
+    /// Same event time as a recently accepted sample.
+    Duplicate,
+    /// Older than the newest sample, within the reorder tolerance.
+    Absorbed,
+    /// Older than the newest sample by more than the tolerance.
+    Late { lag_ms: i64 },
+}
+
+/// Recent accepted event times of one GPU and whether its silence has been
+/// reported.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ArrivalState {
+    recent: [i64; RECENT],
+    /// Index in `recent` of the newest accepted event time.
+    newest: u8,
+    /// A `Silent` event was emitted and not yet closed by a `Gap`.
+    pub silent_reported: bool,
+}
+
+impl Default for ArrivalState {
+    fn default() -> Self {
+        ArrivalState {
+            recent: [i64::MIN; RECENT],
+            newest: 0,
+            silent_reported: false,
+        }
+    }
+}
+
+impl ArrivalState {
+    /// Event time of the newest accepted sample (`i64::MIN` before any).
+    #[inline]
+    pub fn last_ts_ms(&self) -> i64 {
+        self.recent[usize::from(self.newest)]
+    }
+
+    /// Classifies a sample at `ts_ms` without changing anything.
+    #[inline]
+    pub fn classify(&self, ts_ms: i64, tolerance_ms: i64, silence_ms: i64) -> Arrival {
+        let last = self.last_ts_ms();
+        if last == i64::MIN {
+            return Arrival::First;
+        }
+        if ts_ms > last {
+            let gap_from = (ts_ms - last > silence_ms).then_some(last);
+            return Arrival::InOrder { gap_from };
+        }
+        if self.recent.contains(&ts_ms) {
+            return Arrival::Duplicate;
+        }
+        let lag_ms = last - ts_ms;
+        if lag_ms <= tolerance_ms {
+            Arrival::Absorbed
+        } else {
+            Arrival::Late { lag_ms }
+        }
+    }
+
+    /// Records an accepted (first or in-order) sample.
+    #[inline]
+    pub fn accept(&mut self, ts_ms: i64) {
+        debug_assert!(ts_ms > self.last_ts_ms(), "only newer samples are accepted");
+        self.newest = ((usize::from(self.newest) + 1) % RECENT) as u8;
+        self.recent[usize::from(self.newest)] = ts_ms;
+        self.silent_reported = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_arrivals() {
+        let mut a = ArrivalState::default();
+        assert_eq!(a.classify(1_000, 5_000, 120_000), Arrival::First);
+        a.accept(1_000);
+        a.accept(31_000);
+        assert_eq!(
+            a.classify(61_000, 5_000, 120_000),
+            Arrival::InOrder { gap_from: None }
+        );
+        assert_eq!(a.classify(1_000, 5_000, 120_000), Arrival::Duplicate);
+        assert_eq!(a.classify(31_000, 5_000, 120_000), Arrival::Duplicate);
+        assert_eq!(a.classify(28_000, 5_000, 120_000), Arrival::Absorbed);
+        assert_eq!(
+            a.classify(11_000, 5_000, 120_000),
+            Arrival::Late { lag_ms: 20_000 }
+        );
+        assert_eq!(
+            a.classify(500_000, 5_000, 120_000),
+            Arrival::InOrder {
+                gap_from: Some(31_000)
+            }
+        );
+    }
+}

@@ -1,0 +1,31 @@
+//! Models stage of forewarn: turns per-GPU feature rows into anomaly scores.
+//!
+//! - `rcf`: streaming random cut forest with attribution and snapshots.
+//! - `calibration`: per-stream thresholds turning scores into grades and flags.
+//! - `rng`: seeded generators; every model is deterministic given its seed.
+//!
+//! Everything here is synchronous and owns its state; the detector crate
+//! decides where models run and turns their verdicts into alerts.
+
+pub mod calibration;
+pub mod rcf;
+pub mod rng;
+
+/// A streaming anomaly model: learn from rows, score rows.
+pub trait StreamModel {
+    type Error;
+    /// Learns from `row`.
+    fn update(&mut self, row: &[f64]) -> Result<(), Self::Error>;
+    /// Scores `row` against what has been learnt, without learning.
+    fn score(&self, row: &[f64]) -> Result<f64, Self::Error>;
+}
+
+impl StreamModel for rcf::Forest {
+    type Error = rcf::RcfError;
+    fn update(&mut self, row: &[f64]) -> Result<(), Self::Error> {
+        rcf::Forest::update(self, row)
+    }
+    fn score(&self, row: &[f64]) -> Result<f64, Self::Error> {
+        rcf::Forest::score(self, row)
+    }
+}

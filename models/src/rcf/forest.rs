@@ -1,0 +1,430 @@
+//! The streaming random cut forest: shingles input rows, scores each point
+//! against every tree and feeds the trees' samplers, in one pass per tree.
+//!
+//! Trees are split into groups that each own a `PointStore`; with the default
+//! single group every accepted point is stored once for the whole forest.
+//! `threads > 1` gives one group per thread so `process_batch` can run groups
+//! in parallel; results are identical for any thread count because each tree
+//! has its own generator and per-tree scores are summed in tree order.
+
+use serde::{Deserialize, Serialize};
+
+use super::RcfError;
+use super::attribution::DiVector;
+use super::config::{ForestBuilder, ForestConfig};
+use super::point_store::PointStore;
+use super::shingle::Shingler;
+use super::traversal::{Plan, Scratch};
+use super::tree::Tree;
+use crate::rng::SplitMix64;
+
+/// Trees sharing one point store.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Group {
+    store: PointStore,
+    trees: Vec<Tree>,
+}
+
+/// What to do with one point.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    /// Time index offered to the samplers.
+    t: u64,
+    /// Offer the point to the samplers.
+    insert: bool,
+    /// Compute its score.
+    score: bool,
+}
+
+impl Group {
+    /// Scores `p` in each tree (reported through `sink` in tree order) and
+    /// offers it to the trees' samplers.
+    fn process(
+        &mut self,
+        p: &[f32],
+        step: Step,
+        s: &mut Scratch,
+        mut attr: Option<&mut [f64]>,
+        sink: &mut impl FnMut(f64),
+    ) {
+        let mut handle = None;
+        for tree in &mut self.trees {
+            let acc = if step.insert {
+                tree.sampler.offer(step.t, &mut tree.rng)
+            } else {
+                None
+            };
+            let Some(acc) = acc else {
+                if step.score {
+                    sink(tree.walk(&self.store, p, s, attr.as_deref_mut(), None).0);
+                }
+                continue;
+            };
+            let mut rng = tree.rng.clone();
+            let (score, plan) = tree.walk(&self.store, p, s, attr.as_deref_mut(), Some(&mut rng));
+            tree.rng = rng;
+            if step.score {
+                sink(score);
+            }
+            let h = *handle.get_or_insert_with(|| self.store.add(p));
+            let leaf = match plan {
+                Plan::Empty => tree.insert_root(&mut self.store, h),
+                Plan::Duplicate { leaf } => {
+                    tree.insert_duplicate(&self.store, &s.path, leaf, p);
+                    leaf
+                }
+                Plan::Split {
+                    leaf,
+                    level,
+                    cut_dim,
+                    cut_value,
+                } => tree.insert_split(
+                    &mut self.store,
+                    &s.path,
+                    leaf,
+                    level,
+                    cut_dim,
+                    cut_value,
+                    h,
+                    p,
+                ),
+            };
+            if let Some(evicted) = acc.evict {
+                tree.delete(&mut self.store, evicted, &mut s.path, &mut s.q);
+            }
+            tree.sampler.commit(step.t, acc, leaf, &mut tree.rng);
+        }
+        if let Some(h) = handle {
+            self.store.release_if_unused(h);
+        }
+    }
+}
+
+/// A streaming random cut forest over rows of `input_dimensions` values.
+///
+/// ```
+/// use models::rcf::Forest;
+/// let mut forest = Forest::builder().input_dimensions(2).shingle_size(4).seed(17).build()?;
+/// for t in 0..1000 {
+///     let x = (t as f64 / 10.0).sin();
+///     let score = forest.score_and_update(&[x, 2.0 * x])?;
+///     assert!(score >= 0.0);
+/// }
+/// let why = forest.attribution(&[5.0, 0.0])?;
+/// assert!(why.total() > 1.0);
+/// # Ok::<(), models::rcf::RcfError>(())
+/// ```
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Forest {
+    config: ForestConfig,
+    groups: Vec<Group>,
+    shingle: Shingler,
+    /// Points offered to the samplers so far (their time index).
+    stored: u64,
+    #[serde(skip)]
+    scratch: Option<Scratch>,
+    #[serde(skip)]
+    point: Vec<f32>,
+}
+
+impl Forest {
+    pub fn builder() -> ForestBuilder {
+        ForestBuilder::default()
+    }
+
+    pub(crate) fn new(config: ForestConfig) -> Self {
+        let dims = config.dimensions();
+        let mut seeds = SplitMix64::new(config.seed);
+        let groups_n = config.threads.min(config.trees);
+        let per_group = config.trees.div_ceil(groups_n);
+        let mut groups = Vec::with_capacity(groups_n);
+        let mut made = 0;
+        while made < config.trees {
+            let n = per_group.min(config.trees - made);
+            let trees = (0..n)
+                .map(|_| {
+                    Tree::new(
+                        dims,
+                        config.sample_size,
+                        config.time_decay,
+                        config.box_cache_min_mass as u16,
+                        seeds.next_u64(),
+                    )
+                })
+                .collect();
+            groups.push(Group {
+                store: PointStore::new(dims),
+                trees,
+            });
+            made += n;
+        }
+        Self {
+            shingle: Shingler::new(config.input_dimensions, config.shingle_size),
+            groups,
+            stored: 0,
+            scratch: Some(Scratch::new(dims)),
+            point: Vec::with_capacity(dims),
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &ForestConfig {
+        &self.config
+    }
+
+    /// True once `output_after` points are stored and scores are reported.
+    pub fn is_ready(&self) -> bool {
+        self.stored >= self.config.output_after as u64
+    }
+
+    /// Points offered to the samplers so far.
+    pub fn points_seen(&self) -> u64 {
+        self.stored
+    }
+
+    /// Score of `row` without learning from it (0 before warm-up).
+    pub fn score(&self, row: &[f64]) -> Result<f64, RcfError> {
+        self.evaluate(row, None)
+    }
+
+    /// Attribution of the score of `row` without learning from it.
+    pub fn attribution(&self, row: &[f64]) -> Result<DiVector, RcfError> {
+        let mut flat = vec![0.0; 2 * self.config.dimensions()];
+        self.evaluate(row, Some(&mut flat))?;
+        Ok(DiVector::from_flat(&flat))
+    }
+
+    /// Learns from `row`.
+    pub fn update(&mut self, row: &[f64]) -> Result<(), RcfError> {
+        self.step(row, None, false).map(|_| ())
+    }
+
+    /// Scores `row` as `score` would, then learns from it.
+    pub fn score_and_update(&mut self, row: &[f64]) -> Result<f64, RcfError> {
+        self.step(row, None, true)
+    }
+
+    /// Attribution of `row` as `attribution` would give, then learns from it.
+    pub fn attribute_and_update(&mut self, row: &[f64]) -> Result<DiVector, RcfError> {
+        let mut flat = vec![0.0; 2 * self.config.dimensions()];
+        self.step(row, Some(&mut flat), true)?;
+        Ok(DiVector::from_flat(&flat))
+    }
+
+    fn check(&self, row: &[f64]) -> Result<(), RcfError> {
+        if row.len() != self.config.input_dimensions {
+            return Err(RcfError::DimensionMismatch {
+                expected: self.config.input_dimensions,
+                got: row.len(),
+            });
+        }
+        Ok(())
+    }
+
+    fn evaluate(&self, row: &[f64], attr: Option<&mut [f64]>) -> Result<f64, RcfError> {
+        self.check(row)?;
+        let mut point = Vec::with_capacity(self.config.dimensions());
+        let cand = self.shingle.candidate(row, &mut point);
+        if !(cand.complete && self.is_ready()) {
+            return Ok(0.0);
+        }
+        let mut s = Scratch::new(self.config.dimensions());
+        let mut total = 0.0;
+        let mut attr = attr;
+        for g in &self.groups {
+            for tree in &g.trees {
+                total += tree
+                    .walk(&g.store, &point, &mut s, attr.as_deref_mut(), None)
+                    .0;
+            }
+        }
+        Ok(self.finish(total, attr))
+    }
+
+    fn finish(&self, total: f64, attr: Option<&mut [f64]>) -> f64 {
+        let n = self.config.trees as f64;
+        if let Some(a) = attr {
+            a.iter_mut().for_each(|x| *x /= n);
+        }
+        total / n
+    }
+
+    fn step(
+        &mut self,
+        row: &[f64],
+        attr: Option<&mut [f64]>,
+        want_score: bool,
+    ) -> Result<f64, RcfError> {
+        self.check(row)?;
+        let mut point = std::mem::take(&mut self.point);
+        let cand = self.shingle.candidate(row, &mut point);
+        let step = Step {
+            t: self.stored,
+            insert: cand.complete && !cand.poisoned,
+            score: want_score && cand.complete && self.is_ready(),
+        };
+        let dims = self.config.dimensions();
+        let mut s = self.scratch.take().unwrap_or_else(|| Scratch::new(dims));
+        let mut total = 0.0;
+        let mut attr = if step.score { attr } else { None };
+        if step.insert || step.score {
+            let mut sink = |x: f64| total += x;
+            for g in &mut self.groups {
+                g.process(&point, step, &mut s, attr.as_deref_mut(), &mut sink);
+            }
+        }
+        if step.insert {
+            self.stored += 1;
+        }
+        self.shingle.push(row, &point);
+        self.point = point;
+        self.scratch = Some(s);
+        Ok(if step.score {
+            self.finish(total, attr)
+        } else {
+            0.0
+        })
+    }
+
+    /// Scores then learns each row in order, like repeated `score_and_update`
+    /// (and with identical results), running tree groups on `threads` threads.
+    pub fn process_batch<R: AsRef<[f64]>>(&mut self, rows: &[R]) -> Result<Vec<f64>, RcfError> {
+        for r in rows {
+            self.check(r.as_ref())?;
+        }
+        let dims = self.config.dimensions();
+        let mut points = Vec::with_capacity(rows.len() * dims);
+        let mut steps = Vec::with_capacity(rows.len());
+        let mut point = Vec::with_capacity(dims);
+        for r in rows {
+            let cand = self.shingle.candidate(r.as_ref(), &mut point);
+            let step = Step {
+                t: self.stored,
+                insert: cand.complete && !cand.poisoned,
+                score: cand.complete && self.is_ready(),
+            };
+            self.stored += u64::from(step.insert);
+            self.shingle.push(r.as_ref(), &point);
+            points.extend_from_slice(&point);
+            steps.push(step);
+        }
+        let run = |g: &mut Group| -> Vec<f64> {
+            let mut s = Scratch::new(dims);
+            let mut out = Vec::with_capacity(steps.len() * g.trees.len());
+            for (i, step) in steps.iter().enumerate() {
+                if step.insert || step.score {
+                    g.process(
+                        &points[i * dims..(i + 1) * dims],
+                        *step,
+                        &mut s,
+                        None,
+                        &mut |x| out.push(x),
+                    );
+                }
+            }
+            out
+        };
+        let per_group: Vec<Vec<f64>> = if self.groups.len() > 1 {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = self
+                    .groups
+                    .iter_mut()
+                    .map(|g| scope.spawn(|| run(g)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("a forest worker panicked"))
+                    .collect()
+            })
+        } else {
+            self.groups.iter_mut().map(run).collect()
+        };
+        let mut cursors = vec![0usize; per_group.len()];
+        let mut scores = Vec::with_capacity(steps.len());
+        for step in &steps {
+            if !step.score {
+                scores.push(0.0);
+                continue;
+            }
+            let mut total = 0.0;
+            for (gi, g) in self.groups.iter().enumerate() {
+                for x in &per_group[gi][cursors[gi]..cursors[gi] + g.trees.len()] {
+                    total += x;
+                }
+                cursors[gi] += g.trees.len();
+            }
+            scores.push(self.finish(total, None));
+        }
+        Ok(scores)
+    }
+
+    /// Bytes allocated on the heap (by capacity) for the forest's state.
+    pub fn heap_bytes(&self) -> usize {
+        let mut bytes = self.groups.capacity() * std::mem::size_of::<Group>();
+        for g in &self.groups {
+            bytes += g.store.heap_bytes() + g.trees.capacity() * std::mem::size_of::<Tree>();
+            bytes += g.trees.iter().map(Tree::heap_bytes).sum::<usize>();
+        }
+        bytes
+            + self.shingle.heap_bytes()
+            + self.point.capacity() * 4
+            + 64 * 2
+            + self.config.dimensions() * 32
+    }
+
+    /// Distinct points held in the point stores.
+    pub fn stored_points(&self) -> usize {
+        self.groups.iter().map(|g| g.store.live_points()).sum()
+    }
+
+    /// Serialises the complete state (JSON).
+    pub fn to_json(&self) -> Result<String, RcfError> {
+        Ok(serde_json::to_string(self)?)
+    }
+
+    /// Restores a forest saved by `to_json`, checking its internal consistency.
+    pub fn from_json(json: &str) -> Result<Self, RcfError> {
+        let forest: Forest = serde_json::from_str(json)?;
+        forest.check_consistency()?;
+        Ok(forest)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn groups_for_tests(&self) -> Vec<(&PointStore, &[Tree])> {
+        self.groups
+            .iter()
+            .map(|g| (&g.store, g.trees.as_slice()))
+            .collect()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn shingle_for_tests(&self) -> &Shingler {
+        &self.shingle
+    }
+
+    pub(crate) fn check_consistency(&self) -> Result<(), RcfError> {
+        let trees: usize = self.groups.iter().map(|g| g.trees.len()).sum();
+        if trees != self.config.trees {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "tree count differs from config",
+            });
+        }
+        for g in &self.groups {
+            let mut refs = vec![0u32; g.store.slot_count()];
+            for t in &g.trees {
+                if !t.sampler.is_consistent() || !t.check_structure(&g.store) {
+                    return Err(RcfError::CorruptSnapshot {
+                        reason: "tree structure is invalid",
+                    });
+                }
+                t.count_refs(&mut refs);
+            }
+            if !g.store.check_refs(&refs) {
+                return Err(RcfError::CorruptSnapshot {
+                    reason: "point reference counts differ",
+                });
+            }
+        }
+        Ok(())
+    }
+}

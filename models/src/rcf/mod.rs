@@ -1,0 +1,40 @@
+//! Streaming random cut forest (Guha, Mishra, Roy, Schrijvers, "Robust Random
+//! Cut Forest Based Anomaly Detection on Streams", ICML 2016), the unsupervised
+//! anomaly scorer of the models stage.
+//!
+//! Rows of telemetry go in (`Forest::score_and_update`); a score of about 1
+//! means ordinary, higher is stranger, and `DiVector` says which metric is too
+//! high or too low. `ThresholdedForest` adds calibration (grade and flag) and a
+//! snapshot of the whole state.
+//!
+//! # Layout
+//! - `config.rs`: builder, defaults, `validate()`.
+//! - `forest.rs`: the forest; `shingle.rs`: rows to points, missing values.
+//! - `tree.rs`: compact tree, insert/delete; `traversal.rs`: score + insertion
+//!   walk; `invariants.rs`: self-checks.
+//! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
+//! - `attribution.rs`: `DiVector`; `thresholded.rs`: forest + calibration.
+//! - `error.rs`: `RcfError`.
+
+mod attribution;
+mod config;
+mod error;
+mod forest;
+mod invariants;
+mod point_store;
+mod sampler;
+mod shingle;
+mod thresholded;
+mod traversal;
+mod tree;
+
+pub use attribution::{DiVector, Direction};
+pub use config::{ForestBuilder, ForestConfig};
+pub use error::RcfError;
+pub use forest::Forest;
+pub use shingle::VALUE_LIMIT;
+pub use thresholded::{Explanation, ThresholdedForest, Verdict, reason_label};
+pub use tree::MAX_SAMPLE_SIZE;
+
+#[cfg(test)]
+mod tests;

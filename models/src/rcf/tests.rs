@@ -1,0 +1,224 @@
+//! Unit tests of the forest internals: structure after long update runs,
+//! determinism, snapshot round trips and score sanity.
+
+use super::*;
+use crate::rng::Xoshiro256PlusPlus;
+
+fn forest(trees: usize, sample: usize, dims: usize, shingle: usize, seed: u64) -> Forest {
+    Forest::builder()
+        .trees(trees)
+        .sample_size(sample)
+        .input_dimensions(dims)
+        .shingle_size(shingle)
+        .seed(seed)
+        .build()
+        .expect("valid test config")
+}
+
+fn row(rng: &mut Xoshiro256PlusPlus, t: usize, dims: usize) -> Vec<f64> {
+    (0..dims)
+        .map(|j| (t as f64 / (10.0 + j as f64)).sin() * 5.0 + rng.next_gaussian() * 0.5)
+        .collect()
+}
+
+#[test]
+fn structure_survives_many_updates() {
+    for mass in [1, 3, 6, 40] {
+        let mut f = Forest::builder()
+            .trees(5)
+            .sample_size(64)
+            .input_dimensions(2)
+            .shingle_size(2)
+            .time_decay(0.01)
+            .box_cache_min_mass(mass)
+            .seed(3)
+            .build()
+            .expect("valid");
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        for t in 0..3000 {
+            // Some duplicates and some rounding-hostile values.
+            let r = if t % 7 == 0 {
+                vec![1.0, 1.0]
+            } else {
+                row(&mut rng, t, 2)
+            };
+            f.score_and_update(&r).expect("dims match");
+            if t % 500 == 0 {
+                f.check_consistency().expect("consistent mid-run");
+            }
+        }
+        f.check_consistency().expect("consistent at end");
+    }
+}
+
+#[test]
+fn ordinary_points_score_near_one_and_outliers_high() {
+    let mut f = forest(50, 256, 2, 1, 17);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+    let mut sum = 0.0;
+    let mut n = 0;
+    for t in 0..3000 {
+        let s = f
+            .score_and_update(&[rng.next_gaussian(), rng.next_gaussian()])
+            .expect("dims");
+        if t > 1000 {
+            sum += s;
+            n += 1;
+        }
+        let _ = t;
+    }
+    let mean = sum / n as f64;
+    assert!((0.6..1.4).contains(&mean), "mean ordinary score {mean}");
+    let far = f.score(&[8.0, 0.0]).expect("dims");
+    assert!(far > 2.0 * mean, "outlier score {far}");
+    let attr = f.attribution(&[8.0, 0.0]).expect("dims");
+    assert!((attr.total() - far).abs() < 1e-9 * far.max(1.0));
+    assert_eq!(
+        attr.top().map(|(d, dir, _)| (d, dir)),
+        Some((0, Direction::High))
+    );
+}
+
+#[test]
+fn same_seed_same_scores_and_batch_matches() {
+    let mut a = forest(10, 64, 3, 2, 9);
+    let mut b = forest(10, 64, 3, 2, 9);
+    let mut c = Forest::builder()
+        .trees(10)
+        .sample_size(64)
+        .input_dimensions(3)
+        .shingle_size(2)
+        .seed(9)
+        .threads(3)
+        .build()
+        .expect("valid");
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+    let rows: Vec<Vec<f64>> = (0..2000).map(|t| row(&mut rng, t, 3)).collect();
+    let batch = c.process_batch(&rows).expect("dims");
+    for (r, cb) in rows.iter().zip(&batch) {
+        let sa = a.score_and_update(r).expect("dims");
+        let sb = b.score_and_update(r).expect("dims");
+        assert_eq!(sa.to_bits(), sb.to_bits());
+        assert_eq!(sa.to_bits(), cb.to_bits());
+    }
+}
+
+#[test]
+fn snapshot_restore_continues_identically() {
+    let mut f = forest(8, 64, 2, 3, 11);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+    for t in 0..700 {
+        f.update(&row(&mut rng, t, 2)).expect("dims");
+    }
+    let json = f.to_json().expect("serialises");
+    let mut g = Forest::from_json(&json).expect("restores");
+    for t in 700..1500 {
+        let r = row(&mut rng, t, 2);
+        let a = f.score_and_update(&r).expect("dims");
+        let b = g.score_and_update(&r).expect("dims");
+        assert_eq!(a.to_bits(), b.to_bits(), "row {t}");
+    }
+}
+
+#[test]
+fn corrupt_snapshot_is_rejected() {
+    let mut f = forest(2, 16, 1, 1, 1);
+    for t in 0..100 {
+        f.update(&[t as f64]).expect("dims");
+    }
+    let json = f
+        .to_json()
+        .expect("serialises")
+        .replacen("\"mass\":[", "\"mass\":[7,", 1);
+    assert!(Forest::from_json(&json).is_err());
+}
+
+#[test]
+fn missing_values_are_scored_but_not_stored() {
+    let mut f = forest(5, 32, 2, 2, 1);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+    for t in 0..200 {
+        f.update(&row(&mut rng, t, 2)).expect("dims");
+    }
+    let before = f.points_seen();
+    let s = f.score_and_update(&[f64::NAN, 1.0]).expect("dims");
+    assert!(s.is_finite() && s > 0.0);
+    f.update(&[0.5, 0.5]).expect("dims");
+    // The NaN row and the next row (whose shingle holds the imputed value)
+    // are not stored.
+    assert_eq!(f.points_seen(), before);
+    f.update(&[0.5, 0.5]).expect("dims");
+    assert_eq!(f.points_seen(), before + 1);
+}
+
+#[test]
+fn wrong_row_length_is_an_error() {
+    let mut f = forest(2, 16, 3, 1, 1);
+    assert!(matches!(
+        f.update(&[1.0]),
+        Err(RcfError::DimensionMismatch {
+            expected: 3,
+            got: 1
+        })
+    ));
+}
+
+#[test]
+#[ignore = "diagnostic"]
+fn depth_stats() {
+    let mut f = forest(50, 256, 2, 4, 17);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+    let rows: Vec<Vec<f64>> = (0..30000)
+        .map(|t| {
+            (0..2)
+                .map(|j| 10.0 * (t as f64 / (20.0 + 7.0 * j as f64)).sin() + rng.next_gaussian())
+                .collect()
+        })
+        .collect();
+    for r in &rows[..20000] {
+        f.update(r).expect("dims");
+    }
+    let (mut depth, mut climb, mut contain_mass, mut n, mut outside) =
+        (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut point = Vec::new();
+    let mut s = super::traversal::Scratch::new(8);
+    for r in &rows[20000..21000] {
+        f.shingle_for_tests().candidate(r, &mut point);
+        let groups = f.groups_for_tests();
+        let g = &groups[0];
+        for t in g.1.iter() {
+            let leaf = t.descend(&point, &mut s.path);
+            depth += s.path.len();
+            let mut bmin = point.clone();
+            let mut bmax = point.clone();
+            super::tree::extend(&mut bmin, &mut bmax, g.0.get(t.leaf_point[leaf as usize]));
+            let mut lvl = s.path.len();
+            let mut reached = false;
+            while lvl > 0 {
+                lvl -= 1;
+                let mut lo = vec![f32::INFINITY; 8];
+                let mut hi = vec![f32::NEG_INFINITY; 8];
+                t.union_box(g.0, s.path[lvl], &mut lo, &mut hi);
+                if (0..8).all(|d| point[d] >= lo[d] && point[d] <= hi[d]) {
+                    contain_mass += t.nodes[s.path[lvl].mass as usize] as usize;
+                    reached = true;
+                    break;
+                }
+                climb += 1;
+            }
+            if !reached {
+                outside += 1;
+            }
+            n += 1;
+            let _ = (&mut bmin, &mut bmax);
+        }
+        f.update(r).expect("dims");
+    }
+    println!(
+        "avg depth {:.1}, avg climb {:.1}, avg containing mass {:.1}, outside root box {:.3}",
+        depth as f64 / n as f64,
+        climb as f64 / n as f64,
+        contain_mass as f64 / (n - outside) as f64,
+        outside as f64 / n as f64
+    );
+}

@@ -1,0 +1,266 @@
+//! The root-to-leaf-and-back walk that scores a point in one tree and, in the
+//! same pass, chooses where the point would be inserted.
+//!
+//! Score (Guha et al. 2016, as normalised by AWS's random-cut-forest library):
+//! descend to the leaf the point falls into, then climb back. At the leaf the
+//! score is `1 / (depth + 1)` for an unseen point, or the damped "seen" score
+//! for a duplicate. At each ancestor of depth `k` with bounding box `B`, a random
+//! cut of `B ∪ {p}` would have isolated `p` there with probability
+//! `prob = (span(B ∪ p) - span(B)) / span(B ∪ p)`, so
+//! `score = prob / (k + 1) + (1 - prob) * score`. Once `p` is inside `B`,
+//! `prob` is 0 for every higher box and the climb stops. The tree's score is
+//! multiplied by `log2(mass + 1)` so an ordinary point scores about 1.
+//!
+//! The same probabilities drive insertion: the new leaf hangs above the highest
+//! node where an independent `Bernoulli(prob)` fires, which is distributed
+//! exactly as the paper's top-down cut-by-cut insertion. Attribution splits the
+//! `prob` term of every level over dimensions and directions in proportion to
+//! how far `p` sticks out of `B` on each side, so it sums to the score.
+
+use super::point_store::PointStore;
+use super::tree::{LEAF_BIT, NONE, Tree};
+use crate::rng::Xoshiro256PlusPlus;
+
+/// Reusable buffers for walks, so scoring allocates nothing per tree.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scratch {
+    pub(super) path: Vec<u16>,
+    pub(super) bmin: Vec<f32>,
+    pub(super) bmax: Vec<f32>,
+    pub(super) q: Vec<f32>,
+    /// One tree's attribution terms before normalisation.
+    pub(super) attr: Vec<f64>,
+}
+
+impl Scratch {
+    pub(crate) fn new(dims: usize) -> Self {
+        Self {
+            path: Vec::with_capacity(64),
+            bmin: vec![0.0; dims],
+            bmax: vec![0.0; dims],
+            q: Vec::with_capacity(dims),
+            attr: Vec::with_capacity(2 * dims),
+        }
+    }
+}
+
+/// Where and how a walked point would be inserted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Plan {
+    /// The tree is empty.
+    Empty,
+    /// The point equals the point of `leaf`.
+    Duplicate { leaf: u16 },
+    /// New parent above `path[level]` (or above `leaf` when `level == path.len()`).
+    Split {
+        leaf: u16,
+        level: usize,
+        cut_dim: u16,
+        cut_value: f32,
+    },
+}
+
+/// AWS's "seen" score for a point already stored with multiplicity `mass`.
+#[inline]
+fn score_seen(depth: usize, mass: u16) -> f64 {
+    1.0 / (depth as f64 + (f64::from(mass) + 1.0).log2())
+}
+
+#[inline]
+fn score_unseen(depth: usize) -> f64 {
+    1.0 / (depth as f64 + 1.0)
+}
+
+/// Largest `f32` strictly below `x` (for finite `x`).
+#[inline]
+fn next_below(x: f32) -> f32 {
+    if x == 0.0 {
+        -f32::from_bits(1)
+    } else if x > 0.0 {
+        f32::from_bits(x.to_bits() - 1)
+    } else {
+        f32::from_bits(x.to_bits() + 1)
+    }
+}
+
+/// Draws a cut uniformly from the region of `box ∪ p` outside `box`. With the
+/// rule "go left iff `x[dim] <= cut`", the cut sends `p` and the box to
+/// different sides; f32 rounding is clamped so that stays true.
+fn draw_cut(
+    p: &[f32],
+    bmin: &[f32],
+    bmax: &[f32],
+    gap_sum: f32,
+    rng: &mut Xoshiro256PlusPlus,
+) -> (u16, f32) {
+    let mut r = (rng.next_f64() * f64::from(gap_sum)) as f32;
+    let mut last = 0;
+    for d in 0..p.len() {
+        let hi = (p[d] - bmax[d]).max(0.0);
+        let lo = (bmin[d] - p[d]).max(0.0);
+        let gap = hi + lo;
+        if gap <= 0.0 {
+            continue;
+        }
+        last = d;
+        if r < gap {
+            return (d as u16, cut_in_gap(p[d], bmin[d], bmax[d], r));
+        }
+        r -= gap;
+    }
+    // Rounding left `r` at the end of the range: use the last dimension with room.
+    let d = last;
+    let r = (p[d] - bmax[d]).max(0.0) + (bmin[d] - p[d]).max(0.0);
+    (d as u16, cut_in_gap(p[d], bmin[d], bmax[d], r * 0.5))
+}
+
+#[inline]
+fn cut_in_gap(p: f32, lo: f32, hi: f32, offset: f32) -> f32 {
+    if p > hi {
+        // Box left, point right: need hi <= cut < p.
+        (hi + offset).max(hi).min(next_below(p))
+    } else {
+        // Point left, box right: need p <= cut < lo.
+        (p + offset).max(p).min(next_below(lo))
+    }
+}
+
+impl Tree {
+    /// Scores `p` against this tree (normalised) and, given `rng`, plans its
+    /// insertion. `attr`, if given, receives `2 * dims` attribution terms (high
+    /// then low) that are *added* to, already normalised.
+    pub(super) fn walk(
+        &self,
+        store: &PointStore,
+        p: &[f32],
+        s: &mut Scratch,
+        attr: Option<&mut [f64]>,
+        rng: Option<&mut Xoshiro256PlusPlus>,
+    ) -> (f64, Plan) {
+        if self.root == NONE {
+            return (0.0, Plan::Empty);
+        }
+        let dims = self.dims;
+        let Scratch {
+            path,
+            bmin,
+            bmax,
+            attr: tree_attr,
+            ..
+        } = s;
+        let leaf = self.descend(p, path);
+        let depth = path.len();
+        let norm = self.norm();
+        let q = store.get(self.leaf_point[leaf as usize]);
+        if q == p {
+            let mass = self.leaf_mass[leaf as usize];
+            let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
+            let score = damp * score_seen(depth, mass) * norm;
+            if let Some(a) = attr {
+                let share = score / (2 * dims) as f64;
+                a.iter_mut().for_each(|x| *x += share);
+            }
+            return (score, Plan::Duplicate { leaf });
+        }
+        bmin.copy_from_slice(q);
+        bmax.copy_from_slice(q);
+        // Leaf level: a single point is always separated from a different one.
+        let mut gap_sum = 0.0f32;
+        for d in 0..dims {
+            gap_sum += (p[d] - q[d]).abs();
+        }
+        let mut score = score_unseen(depth);
+        let with_attr = attr.is_some();
+        if with_attr {
+            tree_attr.clear();
+            tree_attr.resize(2 * dims, 0.0);
+            let inv = score / f64::from(gap_sum);
+            for d in 0..dims {
+                let diff = f64::from(p[d] - q[d]);
+                if diff > 0.0 {
+                    tree_attr[d] = diff * inv;
+                } else {
+                    tree_attr[dims + d] = -diff * inv;
+                }
+            }
+        }
+        let mut rng = rng;
+        let mut plan = Plan::Empty;
+        if let Some(r) = rng.as_deref_mut() {
+            let (cut_dim, cut_value) = draw_cut(p, q, q, gap_sum, r);
+            plan = Plan::Split {
+                leaf,
+                level: depth,
+                cut_dim,
+                cut_value,
+            };
+        }
+        let mut child = leaf | LEAF_BIT;
+        // Box of `child`, when it is a cached one (read in place, not copied).
+        let mut child_box: Option<(&[f32], &[f32])> = None;
+        for level in (0..depth).rev() {
+            let n = path[level];
+            let cached = self.cached_box(n);
+            let (lo, hi): (&[f32], &[f32]) = match cached {
+                Some(b) => b,
+                None => {
+                    // Masses grow upwards, so below an uncached node nothing is
+                    // cached and the running box is already in the scratch.
+                    if let Some((clo, chi)) = child_box {
+                        bmin.copy_from_slice(clo);
+                        bmax.copy_from_slice(chi);
+                    }
+                    let node = &self.nodes[n as usize];
+                    let sibling = if node.left == child {
+                        node.right
+                    } else {
+                        node.left
+                    };
+                    self.union_box(store, sibling, bmin, bmax);
+                    (bmin, bmax)
+                }
+            };
+            child_box = cached;
+            child = n;
+            let mut gap = 0.0f32;
+            let mut span = 0.0f32;
+            for d in 0..dims {
+                gap += (p[d] - hi[d]).max(0.0) + (lo[d] - p[d]).max(0.0);
+                span += hi[d] - lo[d];
+            }
+            if gap <= 0.0 {
+                break;
+            }
+            let prob = f64::from(gap) / f64::from(gap + span);
+            let unseen = score_unseen(level);
+            score = prob * unseen + (1.0 - prob) * score;
+            if with_attr {
+                let keep = 1.0 - prob;
+                let inv = unseen / f64::from(gap + span);
+                for d in 0..dims {
+                    let up = f64::from((p[d] - hi[d]).max(0.0));
+                    let down = f64::from((lo[d] - p[d]).max(0.0));
+                    tree_attr[d] = up * inv + keep * tree_attr[d];
+                    tree_attr[dims + d] = down * inv + keep * tree_attr[dims + d];
+                }
+            }
+            if let Some(r) = rng.as_deref_mut() {
+                if r.next_f64() < prob {
+                    let (cut_dim, cut_value) = draw_cut(p, lo, hi, gap, r);
+                    plan = Plan::Split {
+                        leaf,
+                        level,
+                        cut_dim,
+                        cut_value,
+                    };
+                }
+            }
+        }
+        if let Some(a) = attr {
+            for (a, t) in a.iter_mut().zip(tree_attr.iter()) {
+                *a += t * norm;
+            }
+        }
+        (score * norm, plan)
+    }
+}
