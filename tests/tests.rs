@@ -1,1 +1,8 @@
-//! End-to-end tests.
+//! End-to-end tests: the real `forewarn` binary against real parts. One
+//! test binary, one module per area.
+
+/// `forewarn simulate` → files → `forewarn backtest` → alert contract lines.
+mod e2e {
+    mod backtest;
+    mod simulate;
+}

@@ -8,9 +8,12 @@
 //! Layout (each file's header says more):
 //! - [`config`]: [`SimConfig`], [`Scenario`], validation ([`SimError`]).
 //! - `topology`: clusters → racks → hosts → 8 GPUs, SKUs and their figures.
-//! - `scheduler`: jobs (training with checkpoints, inference with a daily
-//!   cycle, idle gaps), app XIDs, maintenance, driver reloads.
-//! - `failures`: failure modes, power-law propensity, labels, replacements.
+//! - `scheduler`: fills hosts with jobs and idle gaps; maintenance, driver
+//!   reloads; the benign [`SimEvent`]s.
+//! - `jobs`: training with checkpoints, inference with a daily cycle, app
+//!   XIDs and restarts: the per-tick demand on a host's GPUs.
+//! - `failures`: failure modes, labels, replacements; `propensity`: the
+//!   power law behind which GPUs fail.
 //! - `physics`: per-GPU power, thermal lag, throttling, counters, precursors.
 //! - `dirty`: drops, duplicates, reorders, malformed messages.
 //! - [`rng`]: xoshiro256++ streams; every random choice derives from the seed.
@@ -22,7 +25,9 @@
 pub mod config;
 mod dirty;
 mod failures;
+mod jobs;
 mod physics;
+mod propensity;
 pub mod rng;
 mod scheduler;
 mod topology;
@@ -37,15 +42,18 @@ use std::sync::Arc;
 use features::{Metrics, Sample, Topology};
 
 pub use config::{DEFAULT_START_MS, Scenario, SimConfig, SimError};
-pub use failures::{FailureKind, FailureLabel, long_run_failure_counts, propensity_weights};
-pub use scheduler::{JobKind, SimEvent, SimEventKind};
+pub use failures::{FailureKind, FailureLabel};
+pub use jobs::JobKind;
+pub use propensity::{long_run_failure_counts, propensity_weights};
+pub use scheduler::{SimEvent, SimEventKind};
 pub use topology::{GPUS_PER_HOST, GpuInfo, Sku, SkuSpec};
 
 use dirty::Dirty;
 use failures::Replacement;
+use jobs::Demand;
 use physics::{Env, GpuState};
 use rng::{SimRng, Stream};
-use scheduler::{Demand, Grid, Schedule};
+use scheduler::{Grid, Schedule};
 use topology::Fleet;
 
 const MIN_MS: i64 = 60_000;

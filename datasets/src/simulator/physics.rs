@@ -11,8 +11,8 @@
 use features::{Field, Metrics};
 
 use super::failures::{FailureKind, FailurePlan};
+use super::jobs::Demand;
 use super::rng::SimRng;
-use super::scheduler::Demand;
 use super::topology::SkuSpec;
 
 /// Die heat-sink time constant, s (air-cooled HGX under a load step).

@@ -302,7 +302,7 @@ fn plan_idle_gap(
     for (h, name) in group.iter().zip(hosts) {
         let plan = &mut s.hosts[*h];
         let gap_min = (end - start) / MIN_MS;
-        if gap_min >= 45 && rng.chance(0.15) {
+        if gap_min >= 45 && rng.chance(0.08) {
             let dur = rng.range(20.0, (gap_min - 10).min(90) as f64);
             let m0 = start + rng.below(((gap_min as f64 - dur) * MIN_MS as f64) as u64) as i64;
             let (a, b) = (grid.snap(m0), grid.snap(m0 + (dur * MIN_MS as f64) as i64));

@@ -59,3 +59,6 @@ async fn openapi() -> impl IntoResponse {
         include_str!("openapi.json"),
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -285,12 +285,17 @@ mod tests {
         engine.process_batch(&samples, &mut rows, &mut events, &mut rejected);
         let schema = feature_schema();
         let batch = to_batch(&schema, &rows).expect("batch");
-        let mut buf = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut buf, schema.clone(), None).expect("writer");
+        let path = std::env::temp_dir().join(format!(
+            "forewarn-features-test-{}.parquet",
+            std::process::id()
+        ));
+        let mut w =
+            ArrowWriter::try_new(File::create(&path).expect("create"), schema.clone(), None)
+                .expect("writer");
         w.write(&batch).expect("write");
         w.close().expect("close");
         let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-            bytes::Bytes::from(buf),
+            File::open(&path).expect("open"),
         )
         .expect("reader")
         .build()
@@ -300,5 +305,6 @@ mod tests {
         assert_eq!(back[0], batch);
         assert_eq!(batch.num_columns(), 8 + FEATURE_NAMES.len());
         assert_eq!(batch.num_rows(), 5);
+        std::fs::remove_file(&path).expect("remove the temporary file");
     }
 }
