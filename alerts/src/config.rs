@@ -11,7 +11,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::alert::Severity;
-use crate::matcher::{self, Matcher};
+pub use crate::inhibit::{InhibitRule, RawInhibitRule};
+use crate::matcher;
+pub use crate::silence::RawSilence;
 use crate::silence::Silence;
 use crate::time::{self, parse_duration};
 
@@ -307,47 +309,6 @@ pub struct JobRule {
     pub severity: Severity,
 }
 
-/// `[[inhibit_rules]]`: a firing source alert mutes matching targets that
-/// share the `equal` labels (Alertmanager semantics).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawInhibitRule {
-    /// Matchers the inhibiting (source) alert must satisfy.
-    pub source_matchers: Vec<String>,
-    /// Matchers the muted (target) alert must satisfy.
-    pub target_matchers: Vec<String>,
-    /// Labels whose values must be equal in source and target.
-    #[serde(default)]
-    pub equal: Vec<String>,
-}
-
-/// A validated inhibition rule.
-#[derive(Debug, Clone)]
-pub struct InhibitRule {
-    /// Source matchers.
-    pub source: Vec<Matcher>,
-    /// Target matchers.
-    pub target: Vec<Matcher>,
-    /// Labels that must be equal.
-    pub equal: Vec<String>,
-}
-
-/// `[[silences]]`: a maintenance window.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawSilence {
-    /// Matchers an alert must satisfy to be silenced.
-    pub matchers: Vec<String>,
-    /// Start, RFC 3339.
-    pub starts_at: String,
-    /// End, RFC 3339 (exclusive).
-    pub ends_at: String,
-    /// Who created it.
-    pub created_by: String,
-    /// Why (ticket, maintenance description).
-    pub comment: String,
-}
-
 /// The engine's sections of the config file.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -486,40 +447,6 @@ impl RawEngineConfig {
             silences,
             inhibit_rules,
             slot_labels: self.lifecycle.slot_labels.clone(),
-        })
-    }
-}
-
-impl RawSilence {
-    /// Validates into a [`Silence`] with the given id.
-    pub fn validate(&self, key: &str, id: String) -> Result<Silence, ConfigError> {
-        let ts = |name: &str, v: &str| {
-            time::parse_rfc3339(v)
-                .map_err(|e| ConfigError::new(format!("{key}.{name}"), e.to_string()))
-        };
-        let (starts_at_ms, ends_at_ms) = (
-            ts("starts_at", &self.starts_at)?,
-            ts("ends_at", &self.ends_at)?,
-        );
-        if ends_at_ms <= starts_at_ms {
-            return Err(ConfigError::new(
-                format!("{key}.ends_at"),
-                "must be after starts_at",
-            ));
-        }
-        if self.matchers.is_empty() {
-            return Err(ConfigError::new(
-                format!("{key}.matchers"),
-                "a silence needs at least one matcher",
-            ));
-        }
-        Ok(Silence {
-            id,
-            matchers: matcher::parse_all(&format!("{key}.matchers"), &self.matchers)?,
-            starts_at_ms,
-            ends_at_ms,
-            created_by: self.created_by.clone(),
-            comment: self.comment.clone(),
         })
     }
 }

@@ -7,8 +7,34 @@
 use std::collections::HashMap;
 
 use crate::alert::AlertEvent;
-use crate::config::InhibitRule;
-use crate::matcher;
+use serde::Deserialize;
+
+use crate::matcher::{self, Matcher};
+
+/// `[[inhibit_rules]]`: a firing source alert mutes matching targets that
+/// share the `equal` labels (Alertmanager semantics).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawInhibitRule {
+    /// Matchers the inhibiting (source) alert must satisfy.
+    pub source_matchers: Vec<String>,
+    /// Matchers the muted (target) alert must satisfy.
+    pub target_matchers: Vec<String>,
+    /// Labels whose values must be equal in source and target.
+    #[serde(default)]
+    pub equal: Vec<String>,
+}
+
+/// A validated inhibition rule.
+#[derive(Debug, Clone)]
+pub struct InhibitRule {
+    /// Source matchers.
+    pub source: Vec<Matcher>,
+    /// Target matchers.
+    pub target: Vec<Matcher>,
+    /// Labels that must be equal.
+    pub equal: Vec<String>,
+}
 
 /// Firing-source index over all rules.
 #[derive(Debug, Default)]

@@ -256,3 +256,42 @@ impl AlertSystem {
         delivery::spawn_workers(&self.outbox, self.sinks.clone(), self.retry, shutdown)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_example_config_is_valid() {
+        let doc = include_str!("../../docs/alerts.md");
+        let start = doc.find("```toml\n").expect("docs have a toml example") + 8;
+        let end = start + doc[start..].find("```").expect("closed block");
+        let cfg = RawConfig::from_toml(&doc[start..end])
+            .expect("parses")
+            .validate()
+            .expect("valid");
+        assert_eq!(cfg.receivers.len(), 5);
+        assert_eq!(cfg.route.routes.len(), 3);
+        assert_eq!(cfg.engine.job_rules["app_xid"].min_count, 4);
+        let bad = doc[start..end].replace("group_wait = \"0s\"", "group_wait = \"0 s\"");
+        let err = RawConfig::from_toml(&bad)
+            .expect("parses")
+            .validate()
+            .map(|_| ())
+            .expect_err("bad duration");
+        assert_eq!(err.key, "route.routes[0].group_wait");
+        let inline_key = doc[start..end].replace(
+            "{ env = \"FOREWARN_PD_ROUTING_KEY\" }",
+            "{ value = \"abc\" }",
+        );
+        let err = RawConfig::from_toml(&inline_key)
+            .expect("parses")
+            .validate()
+            .map(|_| ())
+            .expect_err("inline secret");
+        assert_eq!(err.key, "receivers[0].routing_key");
+        assert!(
+            RawConfig::from_toml("[route]\nreceiver = \"x\"\nreceivers = []\n[typo]\n").is_err()
+        );
+    }
+}

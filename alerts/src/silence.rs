@@ -4,8 +4,62 @@
 //! silence ends is delivered then). A resolve of an alert that was already
 //! delivered is still sent, so no incident is left open downstream.
 
+use serde::Deserialize;
+
 use crate::alert::AlertEvent;
+use crate::config::ConfigError;
 use crate::matcher::{self, Matcher};
+use crate::time;
+
+/// `[[silences]]`: a maintenance window.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSilence {
+    /// Matchers an alert must satisfy to be silenced.
+    pub matchers: Vec<String>,
+    /// Start, RFC 3339.
+    pub starts_at: String,
+    /// End, RFC 3339 (exclusive).
+    pub ends_at: String,
+    /// Who created it.
+    pub created_by: String,
+    /// Why (ticket, maintenance description).
+    pub comment: String,
+}
+
+impl RawSilence {
+    /// Validates into a [`Silence`] with the given id.
+    pub fn validate(&self, key: &str, id: String) -> Result<Silence, ConfigError> {
+        let ts = |name: &str, v: &str| {
+            time::parse_rfc3339(v)
+                .map_err(|e| ConfigError::new(format!("{key}.{name}"), e.to_string()))
+        };
+        let (starts_at_ms, ends_at_ms) = (
+            ts("starts_at", &self.starts_at)?,
+            ts("ends_at", &self.ends_at)?,
+        );
+        if ends_at_ms <= starts_at_ms {
+            return Err(ConfigError::new(
+                format!("{key}.ends_at"),
+                "must be after starts_at",
+            ));
+        }
+        if self.matchers.is_empty() {
+            return Err(ConfigError::new(
+                format!("{key}.matchers"),
+                "a silence needs at least one matcher",
+            ));
+        }
+        Ok(Silence {
+            id,
+            matchers: matcher::parse_all(&format!("{key}.matchers"), &self.matchers)?,
+            starts_at_ms,
+            ends_at_ms,
+            created_by: self.created_by.clone(),
+            comment: self.comment.clone(),
+        })
+    }
+}
 
 /// One silence (Alertmanager's fields).
 #[derive(Debug, Clone)]

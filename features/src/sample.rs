@@ -75,6 +75,12 @@ impl Metrics {
         self.present
     }
 
+    /// The raw value array (absent fields hold stale or zero values: check
+    /// [`Metrics::presence`]). For columnar writers.
+    pub fn raw_values(&self) -> &[f64; FIELD_COUNT] {
+        &self.values
+    }
+
     /// Reported fields and values in field order.
     pub fn iter(&self) -> impl Iterator<Item = (Field, f64)> + '_ {
         Field::ALL

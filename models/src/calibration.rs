@@ -129,7 +129,10 @@ impl Thresholder {
             return None;
         }
         let n = self.sorted.len();
-        let k = (((1.0 - self.config.false_positive_rate) * n as f64) as usize).min(n - 1);
+        // Conformal rank: a new exchangeable score exceeds the k-th smallest of
+        // n with probability (n - k) / (n + 1) <= false_positive_rate.
+        let rank = ((1.0 - self.config.false_positive_rate) * (n + 1) as f64).ceil() as usize;
+        let k = rank.saturating_sub(1).min(n - 1);
         Some(self.sorted[k].max(self.config.min_score))
     }
 

@@ -45,7 +45,8 @@ proptest! {
             let s = f.score_and_update(r).expect("dims");
             prop_assert!(s.is_finite() && s >= 0.0, "score {}", s);
             prop_assert!(a.high.iter().chain(&a.low).all(|x| x.is_finite() && *x >= 0.0));
-            prop_assert!((a.total() - s).abs() <= 1e-9 * s.max(1.0), "attr {} score {}", a.total(), s);
+            // Equal up to the f32 rounding of the box arithmetic.
+            prop_assert!((a.total() - s).abs() <= 1e-6 * s.max(1.0), "attr {} score {}", a.total(), s);
         }
     }
 

@@ -53,13 +53,17 @@ impl Dirty {
         std::mem::swap(&mut self.held, &mut self.releasing);
     }
 
-    /// Delivers `s` to `out`, or not, or twice, or later, or malformed.
+    /// Applies a fault, or not, to the sample just pushed onto `out`: drop
+    /// it, send it twice, hold it back a tick, or replace it with a malformed
+    /// message. Working on the pushed sample avoids moving it twice.
     #[inline]
-    pub fn route(&mut self, s: Sample, out: &mut Vec<Sample>) {
+    pub fn after_push(&mut self, out: &mut Vec<Sample>) {
         let u = self.rng.f64();
         if u >= P_ANY {
-            out.push(s);
-        } else if u < P_DROP {
+            return;
+        }
+        let Some(s) = out.pop() else { return };
+        if u < P_DROP {
             self.dropped += 1;
         } else if u < P_DROP + P_DUPLICATE {
             self.duplicated += 1;

@@ -335,9 +335,9 @@ impl Simulator {
                     metrics,
                     extra: Vec::new(),
                 };
-                match &mut self.dirty {
-                    Some(d) => d.route(sample, out),
-                    None => out.push(sample),
+                out.push(sample);
+                if let Some(d) = &mut self.dirty {
+                    d.after_push(out);
                 }
             }
         }

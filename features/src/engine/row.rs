@@ -39,6 +39,37 @@ pub(super) struct Parts<'a> {
     pub cohorts: &'a mut CohortStats,
     pub hosts: &'a mut HostTemps,
     pub xids: &'a mut XidCorrelator,
+    pub alphas: &'a mut AlphaCache,
+}
+
+/// Smoothing weights for the last interval length seen: a fleet scraped
+/// at a fixed interval has one `dt`, so the `exp` is computed once, not
+/// per sample.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct AlphaCache {
+    dt: i64,
+    thermal: f32,
+    resid: f32,
+}
+
+impl AlphaCache {
+    fn refresh(&mut self, dt: i64, cfg: &FeatureConfig) {
+        if dt != self.dt {
+            self.dt = dt;
+            self.thermal = alpha(dt, cfg.thermal_tau_ms);
+            self.resid = alpha(dt, cfg.resid_tau_ms);
+        }
+    }
+
+    fn thermal(&mut self, dt: i64, cfg: &FeatureConfig) -> f32 {
+        self.refresh(dt, cfg);
+        self.thermal
+    }
+
+    fn resid(&mut self, dt: i64, cfg: &FeatureConfig) -> f32 {
+        self.refresh(dt, cfg);
+        self.resid
+    }
 }
 
 /// The peer inputs of a row, read back from its columns.
@@ -56,26 +87,13 @@ fn peer_inputs(v: &[f32; FEATURE_COUNT]) -> [f32; PEER_FEATURES] {
     .map(|c| v[c as usize])
 }
 
-/// Fills the peer columns from the narrowest cohort (of `ids`, `u32::MAX`
-/// = none) whose reference covers enough GPUs.
-pub(super) fn fill_peer_z<'r>(
-    v: &mut [f32; FEATURE_COUNT],
-    ids: &[u32; LEVELS],
-    ts: i64,
-    reference: impl Fn(u32, i64) -> Option<&'r RobustStats>,
-) {
-    let found = ids
-        .iter()
-        .enumerate()
-        .filter(|(_, id)| **id != u32::MAX)
-        .find_map(|(lvl, id)| reference(*id, ts).map(|r| (lvl, r)));
-    if let Some((lvl, r)) = found {
-        let x = peer_inputs(v);
-        v[Col::PeerLevel as usize] = lvl as f32;
-        v[Col::PeerN as usize] = r.n as f32;
-        for (p, x) in x.iter().enumerate() {
-            v[Col::GpuTempPeerZ as usize + p] = r.z(p, *x);
-        }
+/// Fills the peer columns of a row from reference `r` of cohort level `lvl`.
+pub(super) fn fill_peer_z_from(v: &mut [f32; FEATURE_COUNT], lvl: usize, r: &RobustStats) {
+    let x = peer_inputs(v);
+    v[Col::PeerLevel as usize] = lvl as f32;
+    v[Col::PeerN as usize] = r.n as f32;
+    for (p, x) in x.iter().enumerate() {
+        v[Col::GpuTempPeerZ as usize + p] = r.z(p, *x);
     }
 }
 
@@ -179,7 +197,7 @@ impl Parts<'_> {
         let transitioning = st.phase.pending();
 
         // Smoothing and the inlet proxy.
-        let a_th = alpha(dt, cfg.thermal_tau_ms);
+        let a_th = self.alphas.thermal(dt, cfg);
         st.temp_ewma.update(temp, a_th);
         st.power_ewma.update(power, a_th);
         if st.host.host == u32::MAX || st.host_epoch != self.hosts.epoch() {
@@ -208,7 +226,7 @@ impl Parts<'_> {
             exp = Expected::missing();
         }
         st.resid_ewma
-            .update(exp.temp_resid, alpha(dt, cfg.resid_tau_ms));
+            .update(exp.temp_resid, self.alphas.resid(dt, cfg));
 
         // Peers.
         let peer_in: [f32; PEER_FEATURES] = [
@@ -223,8 +241,9 @@ impl Parts<'_> {
         ];
         self.link_cohorts(st);
         if !transitioning {
+            let eager = deferred.is_none();
             for slot in st.cohorts.iter_mut().filter(|s| s.cohort != u32::MAX) {
-                self.cohorts.push(slot, ts, &peer_in);
+                self.cohorts.push(slot, ts, &peer_in, eager);
             }
         }
         let levels = match (transitioning, settling) {
@@ -240,9 +259,13 @@ impl Parts<'_> {
             // Batch mode: z-scores are filled in at the end of the batch.
             *deferred = peer_ids;
         } else {
-            fill_peer_z(&mut v, &peer_ids, ts, |id, ts| {
-                self.cohorts.reference(id, ts)
-            });
+            for (lvl, id) in peer_ids.iter().enumerate().filter(|(_, id)| **id != u32::MAX) {
+                self.cohorts.refresh_closed(*id);
+                if let Some(r) = self.cohorts.reference(*id, ts) {
+                    fill_peer_z_from(&mut v, lvl, r);
+                    break;
+                }
+            }
         }
 
         let ev = &st.events;
@@ -336,10 +359,15 @@ impl Parts<'_> {
     fn xid(&mut self, st: &mut GpuState, sample: &Sample, events: &mut Vec<FeatureEvent>) {
         let cfg = self.cfg;
         let ts = sample.ts_ms;
-        let group: Option<Arc<str>> = st.topo.job.clone().or_else(|| st.topo.host.clone());
+        // The job (else host) whose GPUs' XIDs count together; cloned only
+        // on the rare paths that need it.
+        let group = |st: &GpuState| -> Option<Arc<str>> {
+            st.topo.job.clone().or_else(|| st.topo.host.clone())
+        };
         if let Some(p) = st.pending_xid {
             if ts >= p.ts_ms + cfg.xid_window_ms {
-                self.judge(st, sample, group.as_ref(), p, events);
+                let g = group(st);
+                self.judge(st, sample, g.as_ref(), p, events);
             }
         }
         let Some(x) = sample.metrics.get(Field::XidErrors) else {
@@ -353,6 +381,7 @@ impl Parts<'_> {
         if x == st.last_xid {
             return;
         }
+        let group = group(st);
         st.last_xid = x;
         if x == 0 {
             return;

@@ -106,8 +106,13 @@ impl MemberSlot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cohort {
     bucket: i64,
-    /// `members × PEER_FEATURES`, row-major.
-    values: Vec<f32>,
+    /// One column per peer feature, one entry per member (column-major so
+    /// that the median's gather is a straight copy).
+    values: [Vec<f32>; PEER_FEATURES],
+    /// The last closed bucket's values, until its statistics are needed.
+    closed: [Vec<f32>; PEER_FEATURES],
+    /// `completed` has not been computed from `closed` yet.
+    closed_pending: bool,
     members: u32,
     completed: RobustStats,
     completed_bucket: i64,
@@ -121,7 +126,9 @@ impl Cohort {
     fn new(min: u32) -> Self {
         Cohort {
             bucket: i64::MIN,
-            values: Vec::new(),
+            values: Default::default(),
+            closed: Default::default(),
+            closed_pending: false,
             members: 0,
             completed: RobustStats::default(),
             completed_bucket: i64::MIN,
@@ -173,8 +180,17 @@ impl CohortStats {
         self.cohorts.epoch()
     }
 
-    /// Adds (or, within the same bucket, replaces) one GPU's values.
-    pub fn push(&mut self, slot: &mut MemberSlot, ts_ms: i64, values: &[f32; PEER_FEATURES]) {
+    /// Adds (or, within the same bucket, replaces) one GPU's values. With
+    /// `eager`, the open bucket's provisional statistics are recomputed each
+    /// time its membership doubles (single-sample mode); batch mode passes
+    /// false and calls [`Self::refresh`] once per batch instead.
+    pub fn push(
+        &mut self,
+        slot: &mut MemberSlot,
+        ts_ms: i64,
+        values: &[f32; PEER_FEATURES],
+        eager: bool,
+    ) {
         let b = ts_ms.div_euclid(self.bucket_ms);
         let min = self.min_cohort;
         let scratch = &mut self.scratch;
@@ -183,41 +199,74 @@ impl CohortStats {
         };
         if b > c.bucket {
             if c.members > 0 {
-                c.completed = RobustStats::compute(&c.values, &SCALE_FLOORS, min, scratch);
+                if c.dirty {
+                    // Computed lazily, when a GPU is compared with it.
+                    std::mem::swap(&mut c.values, &mut c.closed);
+                    c.closed_pending = true;
+                    c.completed.n = c.members;
+                } else {
+                    // Refreshed after the bucket's last row: already exact.
+                    c.completed = c.provisional;
+                    c.closed_pending = false;
+                }
                 c.completed_bucket = c.bucket;
             }
-            c.values.clear();
+            c.values.iter_mut().for_each(Vec::clear);
             c.members = 0;
+            c.dirty = false;
             c.provisional = RobustStats::default();
             c.next_provisional = min;
             c.bucket = b;
         }
         if slot.bucket == c.bucket && slot.index < c.members {
-            let at = slot.index as usize * PEER_FEATURES;
-            c.values[at..at + PEER_FEATURES].copy_from_slice(values);
+            let at = slot.index as usize;
+            for (col, v) in c.values.iter_mut().zip(values) {
+                col[at] = *v;
+            }
         } else {
             slot.bucket = c.bucket;
             slot.index = c.members;
-            c.values.extend_from_slice(values);
+            for (col, v) in c.values.iter_mut().zip(values) {
+                col.push(*v);
+            }
             c.members += 1;
         }
         c.dirty = true;
-        if c.members >= c.next_provisional {
+        if eager && c.members >= c.next_provisional {
             c.provisional = RobustStats::compute(&c.values, &SCALE_FLOORS, min, scratch);
             c.next_provisional = c.members.saturating_mul(2);
             c.dirty = false;
         }
     }
 
-    /// Recomputes the open bucket's statistics of cohort `id` if rows came
-    /// since (batch mode: once per touched cohort per batch).
+    /// Brings cohort `id`'s statistics up to date: the closed bucket's if
+    /// not computed yet, the open bucket's if rows came since. Called before
+    /// a reference is read, so only cohorts that GPUs are actually compared
+    /// with pay for their medians.
     pub fn refresh(&mut self, id: u32) {
         let min = self.min_cohort;
         let scratch = &mut self.scratch;
         if let Some(c) = self.cohorts.get_mut(id) {
+            if c.closed_pending {
+                c.completed = RobustStats::compute(&c.closed, &SCALE_FLOORS, min, scratch);
+                c.closed_pending = false;
+            }
             if c.dirty {
                 c.provisional = RobustStats::compute(&c.values, &SCALE_FLOORS, min, scratch);
                 c.dirty = false;
+            }
+        }
+    }
+
+    /// Computes the closed bucket's statistics of cohort `id` if pending
+    /// (single-sample mode, where the open bucket uses the doubling rule).
+    pub fn refresh_closed(&mut self, id: u32) {
+        let min = self.min_cohort;
+        let scratch = &mut self.scratch;
+        if let Some(c) = self.cohorts.get_mut(id) {
+            if c.closed_pending {
+                c.completed = RobustStats::compute(&c.closed, &SCALE_FLOORS, min, scratch);
+                c.closed_pending = false;
             }
         }
     }
@@ -234,18 +283,21 @@ impl CohortStats {
         if c.bucket == b && c.provisional.n >= min && !c.dirty {
             return Some(&c.provisional);
         }
-        if c.completed_bucket == b && c.completed.n >= min {
+        if c.completed_bucket == b && !c.closed_pending && c.completed.n >= min {
             return Some(&c.completed);
         }
         self.reference(id, ts_ms)
     }
 
     /// The statistics a GPU in cohort `id` at `ts_ms` is compared with, if
-    /// they cover at least `min_cohort` GPUs.
+    /// they cover at least `min_cohort` GPUs. Call [`Self::refresh_closed`]
+    /// (or [`Self::refresh`]) first: a closed bucket whose statistics are
+    /// still pending is not used.
     pub fn reference(&self, id: u32, ts_ms: i64) -> Option<&RobustStats> {
         let c = self.cohorts.get(id)?;
         let b = ts_ms.div_euclid(self.bucket_ms);
         let completed = (c.completed_bucket >= b - FRESH_BUCKETS
+            && !c.closed_pending
             && c.completed.n >= self.min_cohort)
             .then_some(&c.completed);
         let provisional = (c.bucket == b
@@ -287,7 +339,11 @@ impl CohortStats {
                 .cohorts
                 .iter()
                 .map(|(k, c)| {
-                    c.values.capacity() * 4
+                    c.values
+                        .iter()
+                        .chain(&c.closed)
+                        .map(|v| v.capacity() * 4 + 24)
+                        .sum::<usize>()
                         + k.scope.as_ref().map_or(0, |s| s.len() + 16)
                         + k.sku.as_ref().map_or(0, |s| s.len() + 16)
                 })
@@ -316,15 +372,16 @@ mod tests {
         assert_eq!(cs.resolve(&key(Phase::Training)), id);
         let mut slots = [MemberSlot::new(id); 4];
         for (i, s) in slots.iter_mut().enumerate() {
-            cs.push(s, 1_000, &[60.0 + i as f32; PEER_FEATURES]);
+            cs.push(s, 1_000, &[60.0 + i as f32; PEER_FEATURES], true);
             // A second sample in the same bucket replaces the first.
-            cs.push(s, 30_000, &[70.0 + i as f32; PEER_FEATURES]);
+            cs.push(s, 30_000, &[70.0 + i as f32; PEER_FEATURES], true);
         }
         // Provisional statistics are recomputed when membership doubles:
         // here at 3 GPUs (whose values were then 70, 71, 62).
         let prov = cs.reference(id, 30_000).expect("provisional with 3 GPUs");
         assert_eq!((prov.n, prov.median[0]), (3, 70.0));
-        cs.push(&mut slots[0], 61_000, &[0.0; PEER_FEATURES]);
+        cs.push(&mut slots[0], 61_000, &[0.0; PEER_FEATURES], true);
+        cs.refresh_closed(id);
         let r = cs.reference(id, 61_000).expect("completed bucket");
         assert_eq!((r.n, r.median[0]), (4, 71.5));
         assert!(cs.reference(id, 10 * 60_000).is_none(), "stale");
@@ -338,9 +395,9 @@ mod tests {
         let id = cs.resolve(&key(Phase::Idle));
         let mut a = MemberSlot::new(id);
         let mut b = MemberSlot::new(id);
-        cs.push(&mut a, 0, &[1.0; PEER_FEATURES]);
-        cs.push(&mut b, 0, &[2.0; PEER_FEATURES]);
-        cs.push(&mut a, 60_000, &[1.0; PEER_FEATURES]);
+        cs.push(&mut a, 0, &[1.0; PEER_FEATURES], true);
+        cs.push(&mut b, 0, &[2.0; PEER_FEATURES], true);
+        cs.push(&mut a, 60_000, &[1.0; PEER_FEATURES], true);
         assert!(cs.reference(id, 60_000).is_none());
     }
 }

@@ -56,28 +56,22 @@ fn median_in_place(xs: &mut [f32]) -> f32 {
 }
 
 impl RobustStats {
-    /// Median / MAD of `rows` (`n × PEER_FEATURES`, row-major). A feature
-    /// with fewer than `min` finite values gets NaN. `scratch` is reused.
+    /// Median / MAD of each column of `cols` (one `Vec` per peer feature,
+    /// one entry per GPU). A feature with fewer than `min` finite values
+    /// gets NaN. `scratch` is reused.
     pub fn compute(
-        rows: &[f32],
+        cols: &[Vec<f32>; PEER_FEATURES],
         floors: &[f32; PEER_FEATURES],
         min: u32,
         scratch: &mut Vec<f32>,
     ) -> RobustStats {
-        debug_assert_eq!(rows.len() % PEER_FEATURES, 0);
         let mut out = RobustStats {
-            n: u32::try_from(rows.len() / PEER_FEATURES).unwrap_or(u32::MAX),
+            n: u32::try_from(cols[0].len()).unwrap_or(u32::MAX),
             ..RobustStats::default()
         };
-        for p in 0..PEER_FEATURES {
+        for (p, col) in cols.iter().enumerate() {
             scratch.clear();
-            scratch.extend(
-                rows.iter()
-                    .skip(p)
-                    .step_by(PEER_FEATURES)
-                    .copied()
-                    .filter(|x| x.is_finite()),
-            );
+            scratch.extend(col.iter().copied().filter(|x| x.is_finite()));
             if scratch.len() < min as usize {
                 continue;
             }
@@ -111,22 +105,20 @@ mod tests {
     #[test]
     fn median_mad_and_floor() {
         let floors = [1.0; PEER_FEATURES];
-        let mut rows = Vec::new();
-        for v in [10.0f32, 11.0, 12.0, 13.0, 100.0] {
-            rows.extend([v; PEER_FEATURES]);
-        }
-        rows[PEER_FEATURES + 1] = f32::NAN;
-        let s = RobustStats::compute(&rows, &floors, 3, &mut Vec::new());
+        let col = vec![10.0f32, 11.0, 12.0, 13.0, 100.0];
+        let mut cols: [Vec<f32>; PEER_FEATURES] = std::array::from_fn(|_| col.clone());
+        cols[1][1] = f32::NAN;
+        let s = RobustStats::compute(&cols, &floors, 3, &mut Vec::new());
         assert_eq!(s.n, 5);
         assert_eq!(s.median[0], 12.0);
         assert_eq!(s.scale[0], 1.4826);
         // Feature 1 lost the 11: median of 10, 12, 13, 100.
         assert_eq!(s.median[1], 12.5);
         assert!((s.z(0, 100.0) - 88.0 / 1.4826).abs() < 1e-3);
-        let same = vec![5.0f32; PEER_FEATURES * 4];
+        let same: [Vec<f32>; PEER_FEATURES] = std::array::from_fn(|_| vec![5.0; 4]);
         let s = RobustStats::compute(&same, &floors, 3, &mut Vec::new());
         assert_eq!(s.scale[0], 1.0, "zero MAD falls to the floor");
-        let few = vec![5.0f32; PEER_FEATURES * 2];
+        let few: [Vec<f32>; PEER_FEATURES] = std::array::from_fn(|_| vec![5.0; 2]);
         assert!(RobustStats::compute(&few, &floors, 3, &mut Vec::new()).median[0].is_nan());
     }
 }

@@ -117,15 +117,16 @@ impl GpuState {
     /// Records every reported field's value and ages the others.
     #[inline]
     pub fn ingest(&mut self, m: &Metrics) {
-        let present = m.presence();
-        for (i, f) in Field::ALL.iter().enumerate() {
-            if present >> i & 1 == 1 {
-                if let Some(v) = m.get(*f) {
-                    self.gauges[i] = v as f32;
-                }
+        for a in &mut self.gauge_age {
+            *a = a.saturating_add(1);
+        }
+        let mut bits = m.presence();
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if let Some(v) = Field::from_index(i).and_then(|f| m.get(f)) {
+                self.gauges[i] = v as f32;
                 self.gauge_age[i] = 0;
-            } else {
-                self.gauge_age[i] = self.gauge_age[i].saturating_add(1);
             }
         }
     }

@@ -129,7 +129,7 @@ fn corrupt_snapshot_is_rejected() {
     let json = f
         .to_json()
         .expect("serialises")
-        .replacen("\"mass\":[", "\"mass\":[7,", 1);
+        .replacen("\"leaf_mass\":[", "\"leaf_mass\":[7,", 1);
     assert!(Forest::from_json(&json).is_err());
 }
 
@@ -200,7 +200,7 @@ fn depth_stats() {
                 let mut hi = vec![f32::NEG_INFINITY; 8];
                 t.union_box(g.0, s.path[lvl], &mut lo, &mut hi);
                 if (0..8).all(|d| point[d] >= lo[d] && point[d] <= hi[d]) {
-                    contain_mass += t.nodes[s.path[lvl].mass as usize] as usize;
+                    contain_mass += t.nodes[s.path[lvl] as usize].mass as usize;
                     reached = true;
                     break;
                 }

@@ -72,7 +72,10 @@ impl ThresholdedForest {
         let attribution = self.forest.attribute_and_update(row)?;
         let score = attribution.total();
         let attribution = attribution.per_metric(self.forest.config().input_dimensions);
-        let grade = if self.forest.is_ready() && score > 0.0 {
+        // Scores run high while the samplers are still filling; calibrating on
+        // them would set the threshold too high for the rest of the window.
+        let mature = self.forest.points_seen() > self.forest.config().sample_size as u64;
+        let grade = if mature && score > 0.0 {
             self.thresholder.process(score)
         } else {
             crate::calibration::Grade {

@@ -1,0 +1,53 @@
+//! Throughput and memory probe for the random cut forest, for quick A/B runs
+//! outside criterion (e.g. under `perf stat`). Usage:
+//! `cargo run --release -p models --example rcf_throughput -- [metrics] [shingle] [box_cache_min_mass] [rows]`
+
+use std::time::Instant;
+
+use models::rcf::Forest;
+use models::rng::Xoshiro256PlusPlus;
+
+fn main() -> Result<(), models::rcf::RcfError> {
+    let arg = |i: usize, default: usize| {
+        std::env::args()
+            .nth(i)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let (metrics, shingle, mass, rows) = (arg(1, 2), arg(2, 4), arg(3, 6), arg(4, 100_000));
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+    let data: Vec<Vec<f64>> = (0..20_000 + rows)
+        .map(|t| {
+            (0..metrics)
+                .map(|j| 10.0 * (t as f64 / (20.0 + 7.0 * j as f64)).sin() + rng.next_gaussian())
+                .collect()
+        })
+        .collect();
+    let mut f = Forest::builder()
+        .input_dimensions(metrics)
+        .shingle_size(shingle)
+        .box_cache_min_mass(mass)
+        .seed(17)
+        .build()?;
+    for r in &data[..20_000] {
+        f.update(r)?;
+    }
+    let start = Instant::now();
+    let mut sum = 0.0;
+    for r in &data[20_000..] {
+        sum += f.score(r)?;
+    }
+    let score_us = start.elapsed().as_secs_f64() * 1e6 / rows as f64;
+    let start = Instant::now();
+    for r in &data[20_000..] {
+        sum += f.score_and_update(r)?;
+    }
+    let update_us = start.elapsed().as_secs_f64() * 1e6 / rows as f64;
+    println!(
+        "dims {} box_cache_min_mass {mass}: score {score_us:.2} us, update+score {update_us:.2} us, heap {} bytes, points {} (checksum {sum:.3})",
+        metrics * shingle,
+        f.heap_bytes(),
+        f.stored_points()
+    );
+    Ok(())
+}
