@@ -91,8 +91,15 @@ fn throughput_per_cpu_second() {
         n += b.len();
     }
     let (c1, wall) = (thread_cpu_s(), t0.elapsed().as_secs_f64());
-    println!("samples {n} wall {wall:.2}s -> {:.0} samples/s (wall)", n as f64 / wall);
+    println!(
+        "samples {n} wall {wall:.2}s -> {:.0} samples/s (wall)",
+        n as f64 / wall
+    );
     if let (Some(a), Some(b)) = (c0, c1) {
-        println!("cpu {:.2}s -> {:.0} samples/CPU-s", b - a, n as f64 / (b - a));
+        println!(
+            "cpu {:.2}s -> {:.0} samples/CPU-s",
+            b - a,
+            n as f64 / (b - a)
+        );
     }
 }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use models::calibration::ThresholderConfig;
-use models::rcf::{Forest, ThresholdedForest, reason_label};
+use models::rcf::{Direction, Forest, ThresholdedForest, reason_label};
 
 /// Bad rows reported individually before only counting them.
 const MAX_REPORTED_BAD_ROWS: usize = 100;
@@ -170,8 +170,8 @@ pub fn score_csv<R: BufRead, W: Write>(
         .map(|&c| {
             let name = &header[c];
             [
-                quote_if_needed(&reason_label(name, models::rcf::Direction::High)),
-                quote_if_needed(&reason_label(name, models::rcf::Direction::Low)),
+                quote_if_needed(&reason_label(name, Direction::High)).into_owned(),
+                quote_if_needed(&reason_label(name, Direction::Low)).into_owned(),
             ]
         })
         .collect();
@@ -206,7 +206,7 @@ pub fn score_csv<R: BufRead, W: Write>(
         let reason = if verdict.score > 0.0 {
             verdict
                 .explanation()
-                .map(|e| labels[e.metric][usize::from(e.direction == models::rcf::Direction::Low)].as_str())
+                .map(|e| labels[e.metric][usize::from(e.direction == Direction::Low)].as_str())
                 .unwrap_or("")
         } else {
             ""
@@ -415,7 +415,7 @@ mod tests {
         assert_eq!(lines[0], "timestamp,grade,score,attribution");
         assert!(lines[1].starts_with("0,0.0000,0.0000,"));
         let spike = lines[1101];
-        assert!(spike.ends_with(",\"mem temp_high\""), "{spike}");
+        assert!(spike.ends_with(",mem temp_high"), "{spike}");
         assert!(!spike.starts_with("1100,0.0000"), "{spike}");
         let err = String::from_utf8(err).expect("utf8");
         assert!(err.contains("line 502:") && err.contains("line 503:"), "{err}");

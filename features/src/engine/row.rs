@@ -259,7 +259,11 @@ impl Parts<'_> {
             // Batch mode: z-scores are filled in at the end of the batch.
             *deferred = peer_ids;
         } else {
-            for (lvl, id) in peer_ids.iter().enumerate().filter(|(_, id)| **id != u32::MAX) {
+            for (lvl, id) in peer_ids
+                .iter()
+                .enumerate()
+                .filter(|(_, id)| **id != u32::MAX)
+            {
                 self.cohorts.refresh_closed(*id);
                 if let Some(r) = self.cohorts.reference(*id, ts) {
                     fill_peer_z_from(&mut v, lvl, r);
