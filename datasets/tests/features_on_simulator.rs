@@ -216,17 +216,17 @@ fn driver_reload_gives_reset_events_and_no_rate_spike() {
             Col::PowerViolationFrac,
         ] {
             let v = r.get(c);
-            assert!((v.is_nan() || v >= 0.0), "{} negative {c:?} {v}", r.gpu);
+            assert!(v.is_nan() || v >= 0.0, "{} negative {c:?} {v}", r.gpu);
         }
         let e = r.get(Col::EnergyPowerW);
         assert!(
-            (e.is_nan() || e <= tdp),
+            e.is_nan() || e <= tdp,
             "{} energy-rate spike {e} W at {}",
             r.gpu,
             r.ts_ms
         );
         for c in [Col::PowerViolationFrac, Col::ThermalViolationFrac] {
-            assert!((r.get(c).is_nan() || r.get(c) <= 1.01), "{c:?} {}", r.get(c));
+            assert!(r.get(c).is_nan() || r.get(c) <= 1.01, "{c:?} {}", r.get(c));
         }
     }
 }

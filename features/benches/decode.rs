@@ -19,7 +19,7 @@ fn bench(c: &mut Criterion) {
             assert_eq!(out.samples.len(), 1);
         })
     });
-    let array = format!("[{}]", vec![SAMPLE_20; 8].join(","));
+    let array = format!("[{}]", [SAMPLE_20; 8].join(","));
     g.throughput(Throughput::Elements(8));
     g.bench_function("native_json_array_of_8", |b| {
         let mut out = DecodeOutput::default();

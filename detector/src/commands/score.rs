@@ -96,17 +96,22 @@ pub struct ScoreSummary {
 pub fn run(args: &ScoreArgs) -> Result<()> {
     let (input, total_bytes): (Box<dyn Read>, Option<u64>) = match &args.input {
         Some(p) if p.as_os_str() != "-" => {
-            let f = File::open(p).with_context(|| format!("failed to open input {}", p.display()))?;
+            let f =
+                File::open(p).with_context(|| format!("failed to open input {}", p.display()))?;
             let len = f.metadata().ok().map(|m| m.len());
             (Box::new(f), len)
         }
         _ => (Box::new(io::stdin().lock()), None),
     };
     let output: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(File::create(p).with_context(|| format!("failed to create output {}", p.display()))?),
+        Some(p) => Box::new(
+            File::create(p).with_context(|| format!("failed to create output {}", p.display()))?,
+        ),
         None => Box::new(io::stdout().lock()),
     };
-    let progress = io::stderr().is_terminal().then(|| progress_bar(total_bytes));
+    let progress = io::stderr()
+        .is_terminal()
+        .then(|| progress_bar(total_bytes));
     let summary = score_csv(
         args,
         BufReader::with_capacity(1 << 16, input),
@@ -118,7 +123,10 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         pb.finish_and_clear();
     }
     if summary.bad_rows > 0 {
-        eprintln!("{} of {} rows were bad and scored as missing", summary.bad_rows, summary.rows);
+        eprintln!(
+            "{} of {} rows were bad and scored as missing",
+            summary.bad_rows, summary.rows
+        );
     }
     Ok(())
 }
@@ -127,8 +135,9 @@ fn progress_bar(total_bytes: Option<u64>) -> ProgressBar {
     match total_bytes {
         Some(n) => {
             let pb = ProgressBar::new(n);
-            let style = ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} ({eta})")
-                .unwrap_or_else(|_| ProgressStyle::default_bar());
+            let style =
+                ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} ({eta})")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar());
             pb.set_style(style);
             pb
         }
@@ -145,7 +154,11 @@ pub fn score_csv<R: BufRead, W: Write>(
     progress: Option<&ProgressBar>,
 ) -> Result<ScoreSummary> {
     let mut line = String::new();
-    if input.read_line(&mut line).context("failed to read the header")? == 0 {
+    if input
+        .read_line(&mut line)
+        .context("failed to read the header")?
+        == 0
+    {
         bail!("input is empty: a header row is required");
     }
     let mut fields = Vec::new();
@@ -197,9 +210,7 @@ pub fn score_csv<R: BufRead, W: Write>(
                 writeln!(errors, "line {line_no}: {problem}; scored as missing")?;
             }
         }
-        let verdict = detector
-            .process(&values)
-            .context("scoring failed")?;
+        let verdict = detector.process(&values).context("scoring failed")?;
         summary.rows += 1;
         summary.flagged += u64::from(verdict.is_anomaly);
         let ts = fields.get(time_col).map(String::as_str).unwrap_or("");
@@ -219,12 +230,13 @@ pub fn score_csv<R: BufRead, W: Write>(
             verdict.score,
             reason
         )?;
-        if let Some(pb) = progress {
-            if summary.rows % PROGRESS_EVERY == 0 {
-                pb.inc(bytes_since);
-                bytes_since = 0;
-                pb.set_message(format!("{} rows, {} flagged", summary.rows, summary.flagged));
-            }
+        if let Some(pb) = progress.filter(|_| summary.rows % PROGRESS_EVERY == 0) {
+            pb.inc(bytes_since);
+            bytes_since = 0;
+            pb.set_message(format!(
+                "{} rows, {} flagged",
+                summary.rows, summary.flagged
+            ));
         }
     }
     output.flush().context("failed to write output")?;
@@ -258,7 +270,13 @@ fn build_detector(args: &ScoreArgs, metrics: usize) -> Result<ThresholdedForest>
 
 /// Parses one data row into `values` (NaN for missing or bad fields). Returns
 /// a description of the problem if the row is bad.
-fn parse_row(text: &str, fields: &mut Vec<String>, time_col: usize, cols: &[usize], values: &mut [f64]) -> Option<String> {
+fn parse_row(
+    text: &str,
+    fields: &mut Vec<String>,
+    time_col: usize,
+    cols: &[usize],
+    values: &mut [f64],
+) -> Option<String> {
     if let Err(e) = split_csv(text, fields) {
         values.fill(f64::NAN);
         fields.clear();
@@ -267,7 +285,11 @@ fn parse_row(text: &str, fields: &mut Vec<String>, time_col: usize, cols: &[usiz
     let needed = cols.iter().copied().chain([time_col]).max().unwrap_or(0);
     if fields.len() <= needed {
         values.fill(f64::NAN);
-        return Some(format!("expected at least {} fields, found {}", needed + 1, fields.len()));
+        return Some(format!(
+            "expected at least {} fields, found {}",
+            needed + 1,
+            fields.len()
+        ));
     }
     let mut problem = None;
     for (v, &c) in values.iter_mut().zip(cols) {
@@ -278,7 +300,8 @@ fn parse_row(text: &str, fields: &mut Vec<String>, time_col: usize, cols: &[usiz
             match f.parse::<f64>() {
                 Ok(x) => x,
                 Err(_) => {
-                    problem.get_or_insert_with(|| format!("field {} is not a number: {f:?}", c + 1));
+                    problem
+                        .get_or_insert_with(|| format!("field {} is not a number: {f:?}", c + 1));
                     f64::NAN
                 }
             }
@@ -288,7 +311,9 @@ fn parse_row(text: &str, fields: &mut Vec<String>, time_col: usize, cols: &[usiz
 }
 
 fn trim_newline(s: &str) -> &str {
-    s.strip_suffix('\n').map(|s| s.strip_suffix('\r').unwrap_or(s)).unwrap_or(s)
+    s.strip_suffix('\n')
+        .map(|s| s.strip_suffix('\r').unwrap_or(s))
+        .unwrap_or(s)
 }
 
 /// Splits one CSV line into `out`, handling `"quoted, fields"` and `""`.
@@ -352,7 +377,10 @@ fn resolve_column(header: &[String], spec: &str) -> Result<usize> {
     }
     match spec.parse::<usize>() {
         Ok(i) if i < header.len() => Ok(i),
-        Ok(i) => bail!("column index {i} is out of range: the header has {} columns", header.len()),
+        Ok(i) => bail!(
+            "column index {i} is out of range: the header has {} columns",
+            header.len()
+        ),
         Err(_) => bail!("no column named {spec:?} in the header"),
     }
 }
@@ -394,7 +422,10 @@ mod tests {
     fn one_output_line_per_row_and_bad_rows_reported() {
         let mut csv = String::from("ts,cpu,\"mem temp\"\n");
         for t in 0..1200 {
-            let (cpu, mem) = (50.0 + (t as f64 / 9.0).sin(), 70.0 + (t as f64 / 13.0).cos());
+            let (cpu, mem) = (
+                50.0 + (t as f64 / 9.0).sin(),
+                70.0 + (t as f64 / 13.0).cos(),
+            );
             match t {
                 500 => csv.push_str("500,oops,70\n"),
                 501 => csv.push_str("501\n"),
@@ -418,7 +449,10 @@ mod tests {
         assert!(spike.ends_with(",mem temp_high"), "{spike}");
         assert!(!spike.starts_with("1100,0.0000"), "{spike}");
         let err = String::from_utf8(err).expect("utf8");
-        assert!(err.contains("line 502:") && err.contains("line 503:"), "{err}");
+        assert!(
+            err.contains("line 502:") && err.contains("line 503:"),
+            "{err}"
+        );
     }
 
     #[test]

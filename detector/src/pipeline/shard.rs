@@ -119,18 +119,16 @@ impl Shard {
                 ts_ms,
                 xid,
                 class,
-            } => {
-                if class == XidClass::Hardware && HARD_XIDS.contains(&xid) {
-                    *hard_xid = Some(xid);
-                    let evidence = Evidence {
-                        signal: "DCGM_FI_DEV_XID_ERRORS".into(),
-                        detail: format!("XID {xid}: {}", rules::xid_text(xid)),
-                    };
-                    self.hard.entry(gpu).or_insert(Sticky {
-                        since_ms: ts_ms,
-                        evidence,
-                    });
-                }
+            } if class == XidClass::Hardware && HARD_XIDS.contains(&xid) => {
+                *hard_xid = Some(xid);
+                let evidence = Evidence {
+                    signal: "DCGM_FI_DEV_XID_ERRORS".into(),
+                    detail: format!("XID {xid}: {}", rules::xid_text(xid)),
+                };
+                self.hard.entry(gpu).or_insert(Sticky {
+                    since_ms: ts_ms,
+                    evidence,
+                });
             }
             FeatureEvent::CounterReset { gpu, .. } => {
                 // A driver reload or GPU reset: a past hard failure no longer

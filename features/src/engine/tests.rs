@@ -135,7 +135,7 @@ fn counter_reset_is_an_event_not_a_negative_rate() {
     );
     for r in &rows {
         for c in [Col::EccSbeRate, Col::EnergyPowerW, Col::EccSbeDelta] {
-            assert!((r.get(c).is_nan() || r.get(c) >= 0.0), "{c:?} {}", r.get(c));
+            assert!(r.get(c).is_nan() || r.get(c) >= 0.0, "{c:?} {}", r.get(c));
         }
         assert!(r.get(Col::EnergyPowerW).is_nan() || r.get(Col::EnergyPowerW) < 100.0);
     }

@@ -123,7 +123,7 @@ impl Counter {
             f32::NAN
         };
         debug_assert!(
-            (self.rate.is_nan() || self.rate >= 0.0),
+            self.rate.is_nan() || self.rate >= 0.0,
             "a counter rate is never negative"
         );
         CounterUpdate::Delta
@@ -188,8 +188,8 @@ mod tests {
             for (v, dt) in values.iter().zip(steps.iter().cycle()) {
                 ts += dt;
                 c.update(*v, ts, RateUnit::PerHour);
-                prop_assert!((c.rate.is_nan() || c.rate >= 0.0), "rate {}", c.rate);
-                prop_assert!((c.delta.is_nan() || c.delta >= 0.0), "delta {}", c.delta);
+                prop_assert!(c.rate.is_nan() || c.rate >= 0.0, "rate {}", c.rate);
+                prop_assert!(c.delta.is_nan() || c.delta >= 0.0, "delta {}", c.delta);
             }
         }
     }
