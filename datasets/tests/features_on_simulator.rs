@@ -11,12 +11,16 @@ use std::sync::Arc;
 use datasets::simulator::{FailureKind, JobKind, Scenario, SimConfig, SimEventKind, Simulator};
 use features::{Col, FeatureConfig, FeatureEngine, FeatureEvent, FeatureRow, Field, Phase, Sample};
 
-/// Normal band of a peer z-score (robust sigmas) for healthy GPUs.
-const Z_BAND: f32 = 6.0;
-/// Normal band of the temperature residual for healthy GPUs, °C: model error
-/// right after a phase settles reaches ~9 °C on the simulator, while a
-/// degrading cooling path reaches 20+ °C.
-const RESID_BAND: f32 = 10.0;
+/// Normal band of a peer z-score (robust sigmas) for healthy GPUs. With
+/// 8-GPU job cohorts the MAD is itself noisy: benign rows pass |z| = 6 about
+/// twice in 10,000, so the band is 8; stragglers reach tens.
+const Z_BAND: f32 = 8.0;
+/// Normal band of the temperature residual for healthy GPUs, °C. The
+/// expected-temperature model's error right after a phase settles reaches
+/// ~10.5 °C on the simulator (the inlet proxy lags a host-wide ramp by a
+/// bucket); a degrading cooling path reaches 20+ °C and a GPU as hot as a
+/// training GPU while idle ~35 °C.
+const RESID_BAND: f32 = 12.0;
 
 struct Run {
     sim: Simulator,

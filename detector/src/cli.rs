@@ -33,6 +33,8 @@ pub enum Command {
     Serve(crate::commands::serve::ServeArgs),
     /// Write a simulated GPU fleet's telemetry and ground-truth failure labels.
     Simulate(crate::commands::simulate::SimulateArgs),
+    /// Score a CSV of metric streams with a random cut forest: grade, score, attribution per row.
+    Score(crate::commands::score::ScoreArgs),
     /// Run the pipeline on telemetry files and write the alerts it would send.
     Backtest(crate::commands::backtest::BacktestArgs),
 }

@@ -42,7 +42,9 @@ pub struct FeatureConfig {
     /// counts. Default 1 h.
     pub event_decay_ms: i64,
     /// Time constant of the smoothed power that the temperature models use:
-    /// a first-order thermal lag of a GPU package and heatsink. Default 60 s.
+    /// a first-order thermal lag of a GPU package and heatsink. Default 60 s
+    /// (air-cooled HGX heat sinks settle in 1–2 min after a load step; the
+    /// inlet proxy, itself a temperature, carries the rest of the lag).
     pub thermal_tau_ms: i64,
     /// Time constant of the smoothed temperature residual. Default 10 min.
     pub resid_tau_ms: i64,

@@ -82,7 +82,9 @@ impl<W: Write + Send> TelemetryWriter<W> {
             topo: std::array::from_fn(|_| {
                 StringBuilder::with_capacity(BATCH_ROWS, BATCH_ROWS * 16)
             }),
-            columns: (0..FIELD_COUNT).map(|_| Vec::with_capacity(BATCH_ROWS)).collect(),
+            columns: (0..FIELD_COUNT)
+                .map(|_| Vec::with_capacity(BATCH_ROWS))
+                .collect(),
             presence: Vec::with_capacity(BATCH_ROWS),
             rows: 0,
             written: 0,

@@ -101,22 +101,31 @@ pub fn evaluate(
     };
     if hbm >= 0.2 {
         components[Kind::HbmEccTrend as usize] = hbm;
-        reasons.push((
-            Kind::HbmEccTrend,
-            ev(
-                "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-                format!("correctable ECC rate {sbe_rate:.1}/h"),
-            ),
-        ));
+        if sbe_rate > 0.0 {
+            reasons.push((
+                Kind::HbmEccTrend,
+                ev(
+                    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+                    format!("correctable ECC rate {sbe_rate:.1}/h"),
+                ),
+            ));
+        }
         if remap_rate > 0.0 || v(row, Col::RemapCorrTotal) > 0.0 {
+            let total = v(row, Col::RemapCorrTotal);
             reasons.push((
                 Kind::HbmEccTrend,
                 ev(
                     "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-                    format!(
-                        "{:.0} rows remapped, {remap_rate:.2}/h",
-                        v(row, Col::RemapCorrTotal)
-                    ),
+                    format!("{total:.0} rows remapped, {remap_rate:.2}/h"),
+                ),
+            ));
+        }
+        if pending {
+            reasons.push((
+                Kind::HbmEccTrend,
+                ev(
+                    "DCGM_FI_DEV_ROW_REMAP_PENDING",
+                    "row remap pending: takes effect at the next GPU reset".into(),
                 ),
             ));
         }

@@ -2,5 +2,6 @@
 //! a `run(&Args)`; shared machinery lives in the crate's other modules.
 
 pub mod backtest;
+pub mod score;
 pub mod serve;
 pub mod simulate;

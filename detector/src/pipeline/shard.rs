@@ -9,7 +9,7 @@ use features::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::assess::anomaly::AnomalyModel;
+use crate::assess::anomaly::{AnomalyModel, SCORE_EVERY};
 use crate::assess::rules::{self, HARD_XIDS};
 use crate::assess::{self, Assessment, Evidence, HealthState, Kind};
 
@@ -26,6 +26,10 @@ pub fn shard_of(gpu: &str, shards: usize) -> usize {
 /// Event time the expected-vs-actual models and peer statistics learn
 /// before degradation rules count: an hour of a fleet's telemetry.
 pub const WARM_UP_MS: i64 = 3_600_000;
+
+/// How much later than a quiet GPU its host must have reported for the GPU
+/// to count as lost (three 30-s intervals).
+const HOST_ALIVE_MARGIN_MS: i64 = 90_000;
 
 /// A hard failure stays until the GPU is reset (a counter reset) or gone.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,6 +58,11 @@ pub struct Shard {
     topo: HashMap<GpuId, Topology>,
     /// Event time of the first sample: models learn for [`WARM_UP_MS`].
     first_ts_ms: Option<i64>,
+    /// Newest sample time per host: a GPU that goes quiet while its host
+    /// reports is lost; a whole quiet host is maintenance or a host outage.
+    host_seen: HashMap<std::sync::Arc<str>, i64>,
+    /// Per GPU: samples since its last anomaly score, and that grade.
+    grades: HashMap<GpuId, (u32, f32, Option<Evidence>)>,
     #[serde(skip)]
     events: Vec<FeatureEvent>,
     #[serde(skip)]
@@ -69,6 +78,8 @@ impl Shard {
             hard: HashMap::new(),
             topo: HashMap::new(),
             first_ts_ms: None,
+            host_seen: HashMap::new(),
+            grades: HashMap::new(),
             events: Vec::new(),
             rows: Vec::new(),
         })
@@ -97,6 +108,14 @@ impl Shard {
             }
             if !self.topo.contains_key(&s.gpu) {
                 self.topo.insert(s.gpu.clone(), s.topo.clone());
+            }
+            if let Some(h) = &s.topo.host {
+                match self.host_seen.get_mut(h) {
+                    Some(t) => *t = (*t).max(s.ts_ms),
+                    None => {
+                        self.host_seen.insert(h.clone(), s.ts_ms);
+                    }
+                }
             }
             let mut hard_xid = None;
             for ev in std::mem::take(&mut self.events) {
@@ -141,28 +160,58 @@ impl Shard {
                 watermark_ms,
             } => {
                 let topo = self.topo.get(&gpu).cloned().unwrap_or_default();
+                let host_last = topo
+                    .host
+                    .as_ref()
+                    .and_then(|h| self.host_seen.get(h))
+                    .copied()
+                    .unwrap_or(i64::MIN);
+                // The host's other GPUs went on reporting: this GPU is lost.
+                // The whole host quiet: maintenance or a host outage, not a
+                // GPU failure (watched, not paged).
+                let host_alive = host_last > last_ts_ms + HOST_ALIVE_MARGIN_MS;
                 let mut components = [0.0f32; 8];
-                components[Kind::GpuLost as usize] = 1.0;
+                let detail;
                 if self.hard.contains_key(&gpu) {
+                    // Silence after a hard failure is the same incident.
                     components[Kind::HardFailure as usize] = 1.0;
+                    detail = "stopped reporting after a hard failure".to_string();
+                } else if host_alive {
+                    components[Kind::GpuLost as usize] = 1.0;
+                    detail = format!(
+                        "no telemetry for {} min while its host reports",
+                        (watermark_ms - last_ts_ms) / 60_000
+                    );
+                } else {
+                    components[Kind::GpuLost as usize] = 0.3;
+                    detail = format!(
+                        "no telemetry for {} min; its whole host is quiet",
+                        (watermark_ms - last_ts_ms) / 60_000
+                    );
                 }
-                let silent_min = (watermark_ms - last_ts_ms) / 60_000;
+                let (risk, kind) = if components[Kind::HardFailure as usize] > 0.0 {
+                    (1.0, Kind::HardFailure)
+                } else {
+                    (f64::from(components[Kind::GpuLost as usize]), Kind::GpuLost)
+                };
+                let mut reasons = vec![Evidence {
+                    signal: "last_seen".into(),
+                    detail,
+                }];
+                if let Some(st) = self.hard.get(&gpu) {
+                    reasons.insert(0, st.evidence.clone());
+                }
                 out.assessments.push(Assessment {
                     ts_ms: watermark_ms,
                     gpu,
                     topo,
-                    risk: 1.0,
+                    risk,
                     state: HealthState::Silent,
-                    kind: Kind::GpuLost,
+                    kind,
                     components,
                     anomaly_grade: 0.0,
                     eta_hours: None,
-                    reasons: vec![Evidence {
-                        signal: "last_seen".into(),
-                        detail: format!(
-                            "no telemetry for {silent_min} min while the fleet reports"
-                        ),
-                    }],
+                    reasons,
                 });
             }
             _ => {}
@@ -195,13 +244,24 @@ impl Shard {
                 reasons.push((Kind::HardFailure, st.evidence.clone()));
             }
         }
-        let (grade, why) = match self.anomaly.assess(row) {
-            Ok(g) => g,
-            Err(e) => {
-                tracing::warn!(gpu = %row.gpu, error = %e, "anomaly model rejected a row");
-                (0.0, None)
-            }
-        };
+        let slot = self
+            .grades
+            .entry(row.gpu.clone())
+            .or_insert((SCORE_EVERY - 1, 0.0, None));
+        slot.0 += 1;
+        if slot.0 >= SCORE_EVERY {
+            slot.0 = 0;
+            let (g, w) = match self.anomaly.assess(row) {
+                Ok(g) => g,
+                Err(e) => {
+                    tracing::warn!(gpu = %row.gpu, error = %e, "anomaly model rejected a row");
+                    (0.0, None)
+                }
+            };
+            slot.1 = g;
+            slot.2 = w;
+        }
+        let (grade, why) = (slot.1, slot.2.clone());
         if grade > 0.0 {
             components[Kind::Anomaly as usize] = grade * 0.6;
             if let Some(w) = why {

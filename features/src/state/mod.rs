@@ -158,10 +158,14 @@ impl GpuState {
         if empty && self.sku != u32::MAX {
             return false;
         }
+        if self.topo.host != topo.host {
+            // A GPU that moved hosts leaves its last reading in the old
+            // host's sum until that host is garbage-collected (rare).
+            self.host = HostSlot::default();
+        }
         self.topo = topo.clone();
         self.job_hint = JobHint::from_job(self.topo.job.as_deref());
         self.links_valid = false;
-        self.host = HostSlot::default();
         true
     }
 
