@@ -35,6 +35,8 @@ pub enum Command {
     Simulate(crate::commands::simulate::SimulateArgs),
     /// Score a CSV of metric streams with a random cut forest: grade, score, attribution per row.
     Score(crate::commands::score::ScoreArgs),
+    /// Export workload-aware feature vectors of telemetry files to Parquet.
+    Features(crate::commands::features::FeaturesArgs),
     /// Run the pipeline on telemetry files and write the alerts it would send.
     Backtest(crate::commands::backtest::BacktestArgs),
 }

@@ -29,5 +29,6 @@ pub fn run_cli(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::Backtest(args) => commands::backtest::run(args),
         cli::Command::Serve(args) => commands::serve::run(args),
         cli::Command::Score(args) => commands::score::run(args),
+        cli::Command::Features(args) => commands::features::run(args),
     }
 }

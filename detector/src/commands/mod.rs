@@ -2,6 +2,7 @@
 //! a `run(&Args)`; shared machinery lives in the crate's other modules.
 
 pub mod backtest;
+pub mod features;
 pub mod score;
 pub mod serve;
 pub mod simulate;
