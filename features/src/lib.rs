@@ -35,6 +35,7 @@ pub mod expected;
 pub mod field;
 pub mod peers;
 pub mod phase;
+pub mod rng;
 pub mod sample;
 pub mod state;
 pub mod time;

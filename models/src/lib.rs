@@ -9,7 +9,8 @@
 
 pub mod calibration;
 pub mod rcf;
-pub mod rng;
+/// Seeded generators (shared with the simulator; they live in `features`).
+pub use features::rng;
 
 /// A streaming anomaly model: learn from rows, score rows.
 pub trait StreamModel {

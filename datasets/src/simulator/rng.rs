@@ -7,14 +7,8 @@
 //! data on, does not reshuffle the others. Hand-written to keep `datasets`
 //! free of `rand` and bit-identical across platforms and versions.
 
-/// splitmix64: one step. Used to seed xoshiro and to derive stream seeds.
-pub fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use features::rng::Xoshiro256PlusPlus;
+pub use features::rng::splitmix64;
 
 /// Named streams, so that the stream a concern uses is fixed by its name and
 /// not by the order streams happen to be created in.
@@ -29,23 +23,19 @@ pub enum Stream {
     Propensity = 6,
 }
 
-/// xoshiro256++: fast, small state, good statistical quality; not for crypto.
+/// The simulator's generator: forewarn's xoshiro256++ ([`features::rng`])
+/// with named streams and forks.
 #[derive(Debug, Clone)]
 pub struct SimRng {
-    s: [u64; 4],
+    x: Xoshiro256PlusPlus,
 }
 
 impl SimRng {
     /// A generator seeded from `seed` by splitmix64 (never all-zero state).
     pub fn new(seed: u64) -> Self {
-        let mut sm = seed;
-        let s = [
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-        ];
-        SimRng { s }
+        SimRng {
+            x: Xoshiro256PlusPlus::seed_from_u64(seed),
+        }
     }
 
     /// The independent stream `stream` of the simulation seeded with `seed`.
@@ -57,23 +47,14 @@ impl SimRng {
     /// A child generator for sub-entity `index` (a host, a job) of this one,
     /// without advancing `self`.
     pub fn fork(&self, index: u64) -> Self {
-        let mut sm =
-            self.s[0] ^ self.s[3].rotate_left(17) ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let s = self.x.state();
+        let mut sm = s[0] ^ s[3].rotate_left(17) ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         SimRng::new(splitmix64(&mut sm))
     }
 
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        let s = &mut self.s;
-        let result = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        result
+        self.x.next_u64()
     }
 
     /// Uniform in [0, 1) with 53 bits of precision.

@@ -1,7 +1,7 @@
-//! Seeded pseudo-random numbers for the models crate.
+//! Seeded pseudo-random numbers for all of forewarn.
 //!
-//! Every stochastic model in forewarn (random cut trees, reservoir samplers,
-//! synthetic test streams) draws from these generators so that the same seed and
+//! Every random choice (random cut trees, reservoir samplers, the fleet
+//! simulator, synthetic test streams) draws from these generators so that the same seed and
 //! the same input give bit-identical output, and so that a snapshot can capture
 //! the full generator state. `SplitMix64` expands one user seed into independent
 //! per-tree seeds; `Xoshiro256PlusPlus` is the workhorse generator (Blackman and
@@ -23,12 +23,17 @@ impl SplitMix64 {
 
     /// Next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        splitmix64(&mut self.state)
     }
+}
+
+/// One SplitMix64 step on a bare state word: derives seeds and streams.
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// xoshiro256++: fast, 256 bits of state, passes BigCrush.
@@ -44,6 +49,11 @@ impl Xoshiro256PlusPlus {
         let mut sm = SplitMix64::new(seed);
         let s = [sm.next_u64(), sm.next_u64(), sm.next_u64(), sm.next_u64()];
         Self { s }
+    }
+
+    /// The four state words (to derive child streams without advancing).
+    pub fn state(&self) -> [u64; 4] {
+        self.s
     }
 
     /// Next 64 random bits.
