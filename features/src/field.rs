@@ -112,25 +112,40 @@ fields! {
 pub const FIELD_COUNT: usize = Field::ALL.len();
 const _: () = assert!(FIELD_COUNT <= 64, "metric presence is a u64 bitmask");
 
-/// FNV-1a: names are short and trusted (a fixed table), so a simple,
-/// fast hash beats SipHash here; this lookup runs once per metric decoded.
+/// A word-at-a-time multiplicative hash (the FxHash scheme): names and
+/// labels are short and come from a bounded set, so a fast hash beats
+/// SipHash here. Eight bytes per step: the field-name lookup runs once per
+/// metric decoded, and byte-at-a-time FNV was a quarter of decode time.
 #[derive(Default)]
 pub(crate) struct Fnv(u64);
+
+const FX_K: u64 = 0x517c_c1b7_2722_0a95;
+
+impl Fnv {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(FX_K);
+    }
+}
 
 impl std::hash::Hasher for Fnv {
     fn finish(&self) -> u64 {
         self.0
     }
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for b in bytes {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
         }
-        self.0 = h;
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w) ^ (rest.len() as u64) << 59);
+        }
     }
 }
 
