@@ -11,10 +11,11 @@
 //! `shared/reference/dcgm/health-fields.md`) and dcgm-exporter's counter lists.
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
+
+use crate::hash::FxBuild;
 
 /// How a field's value behaves over time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,47 +113,7 @@ fields! {
 pub const FIELD_COUNT: usize = Field::ALL.len();
 const _: () = assert!(FIELD_COUNT <= 64, "metric presence is a u64 bitmask");
 
-/// A word-at-a-time multiplicative hash (the FxHash scheme): names and
-/// labels are short and come from a bounded set, so a fast hash beats
-/// SipHash here. Eight bytes per step: the field-name lookup runs once per
-/// metric decoded, and byte-at-a-time FNV was a quarter of decode time.
-#[derive(Default)]
-pub(crate) struct Fnv(u64);
-
-const FX_K: u64 = 0x517c_c1b7_2722_0a95;
-
-impl Fnv {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(FX_K);
-    }
-}
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w) ^ (rest.len() as u64) << 59);
-        }
-    }
-}
-
-type NameTable = HashMap<&'static str, Field, FnvBuild>;
-
-/// Builds [`Fnv`] hashers.
-pub(crate) type FnvBuild = BuildHasherDefault<Fnv>;
+type NameTable = HashMap<&'static str, Field, FxBuild>;
 
 fn name_table() -> &'static NameTable {
     static TABLE: OnceLock<NameTable> = OnceLock::new();

@@ -33,6 +33,7 @@ pub mod engine;
 pub mod error;
 pub mod expected;
 pub mod field;
+pub mod hash;
 pub mod peers;
 pub mod phase;
 pub mod rng;

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::field::FnvBuild;
+use crate::hash::FxBuild;
 
 /// Distinct strings kept at most; past it the table starts over (a bound,
 /// not a working-set size: 100,000 GPUs plus their hosts and jobs fit).
@@ -14,7 +14,7 @@ const MAX_ENTRIES: usize = 400_000;
 
 #[derive(Debug, Default, Clone)]
 pub struct Interner {
-    map: HashMap<Box<str>, Arc<str>, FnvBuild>,
+    map: HashMap<Box<str>, Arc<str>, FxBuild>,
 }
 
 impl Interner {
