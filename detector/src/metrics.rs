@@ -48,7 +48,7 @@ pub struct Metrics {
     pub gpus: AtomicU64,
     decode_errors: Mutex<BTreeMap<&'static str, u64>>,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
-    alert_events: Mutex<BTreeMap<(String, String), u64>>,
+    alert_events: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     lag: Mutex<BTreeMap<String, i64>>,
     pub shard_latency: Histogram,
 }
@@ -77,11 +77,8 @@ impl Metrics {
 
     pub fn alert_event(&self, e: &AlertEvent) {
         if let Ok(mut m) = self.alert_events.lock() {
-            *m.entry((
-                format!("{:?}", e.severity).to_lowercase(),
-                format!("{:?}", e.status).to_lowercase(),
-            ))
-            .or_default() += 1;
+            *m.entry((e.severity.as_str(), e.status.as_str()))
+                .or_default() += 1;
         }
     }
 

@@ -44,20 +44,17 @@ pub struct SharedState {
     pub metrics: Metrics,
     /// True once restored and caught up.
     pub ready: AtomicBool,
-    /// Link base for alert payloads (`http://host:port`).
-    pub public_url: String,
 }
 
 pub type State = Arc<SharedState>;
 
 impl SharedState {
-    pub fn new(public_url: String) -> State {
+    pub fn new() -> State {
         Arc::new(SharedState {
             gpus: RwLock::new(HashMap::new()),
             alerts: RwLock::new(AlertView::default()),
             metrics: Metrics::default(),
             ready: AtomicBool::new(false),
-            public_url,
         })
     }
 

@@ -37,7 +37,7 @@ fn assessment(gpu: &str, risk: f64, rack: &str, ts_ms: i64) -> Assessment {
 }
 
 fn state() -> State {
-    let s = SharedState::new(String::new());
+    let s = SharedState::new();
     s.publish(&[
         assessment("GPU-a", 0.1, "r01", 1_000),
         assessment("GPU-b", 0.9, "r02", 1_000),

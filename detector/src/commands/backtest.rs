@@ -45,7 +45,7 @@ pub struct BacktestArgs {
 /// Writes every alert event as a contract JSON line.
 pub struct FileEventSink {
     out: BufWriter<File>,
-    pub firing: BTreeMap<(String, String), u64>,
+    pub firing: BTreeMap<(&'static str, String), u64>,
 }
 
 impl FileEventSink {
@@ -64,8 +64,10 @@ impl AlertSink for FileEventSink {
             serde_json::to_writer(&mut self.out, e)?;
             self.out.write_all(b"\n")?;
             if e.status == Status::Firing {
-                let sev = format!("{:?}", e.severity).to_lowercase();
-                *self.firing.entry((sev, e.kind.clone())).or_default() += 1;
+                *self
+                    .firing
+                    .entry((e.severity.as_str(), e.kind.clone()))
+                    .or_default() += 1;
             }
         }
         Ok(())
@@ -93,7 +95,7 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
         anyhow::ensure!((1..=256).contains(&n), "--shards must be between 1 and 256");
         cfg.shards = n;
     }
-    let state = SharedState::new(String::new());
+    let state = SharedState::new();
     let sink = FileEventSink::create(&args.alerts_out)?;
     let pcfg = PipelineConfig {
         shards: cfg.shards,

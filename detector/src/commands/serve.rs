@@ -89,7 +89,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
-    let state = SharedState::new(format!("http://{}", cfg.listen));
+    let state = SharedState::new();
     let shutdown = CancellationToken::new();
     let sys = AlertSystem::open(&cfg.alerts).context("opening the alert outbox and receivers")?;
     let workers = sys.spawn_delivery(&shutdown);

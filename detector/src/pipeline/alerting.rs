@@ -47,6 +47,8 @@ impl AlertStage {
         self.watermark_ms = self.watermark_ms.max(a.ts_ms);
         let bits = self.watched.get(&a.gpu).copied().unwrap_or(0);
         let mut now_bits = 0u8;
+        // Built once, and only when some kind of this GPU is observed.
+        let mut shared: Option<(Labels, Vec<Reason>)> = None;
         for (i, kind) in Kind::ALL.iter().enumerate() {
             let v = a.components[i];
             if v > 0.0 {
@@ -55,31 +57,33 @@ impl AlertStage {
             if v <= 0.0 && bits >> i & 1 == 0 {
                 continue;
             }
-            let labels = labels_of(a);
-            let reasons: Vec<Reason> = a
-                .reasons
-                .iter()
-                .map(|r| Reason {
-                    signal: r.signal.clone(),
-                    detail: r.detail.clone(),
-                })
-                .collect();
+            let (labels, reasons) = shared.get_or_insert_with(|| {
+                let reasons = a
+                    .reasons
+                    .iter()
+                    .map(|r| Reason {
+                        signal: r.signal.clone(),
+                        detail: r.detail.clone(),
+                    })
+                    .collect();
+                (labels_of(a), reasons)
+            });
             let value = f64::from(v);
             let severity = if value >= kind.pages_at() {
                 Severity::Critical
             } else {
                 Severity::Warning
             };
-            let summary = summary_of(a, *kind, &reasons);
+            let summary = summary_of(a, *kind, reasons);
             out.extend(self.engine.observe(&Observation {
                 ts_ms: a.ts_ms,
                 kind: kind.as_str(),
                 scope: Scope::Gpu,
-                labels: &labels,
+                labels,
                 severity,
                 value,
                 summary: &summary,
-                reasons: &reasons,
+                reasons,
                 eta_hours: if *kind == Kind::HbmEccTrend {
                     a.eta_hours
                 } else {

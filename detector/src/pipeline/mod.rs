@@ -93,7 +93,7 @@ impl Pipeline {
                     for batch in rx {
                         let t = Instant::now();
                         let mut out = ShardOutput::default();
-                        shard.process(&batch, false, &mut out);
+                        shard.process(&batch, &mut out);
                         st.metrics.shard_latency.observe(t.elapsed().as_secs_f64());
                         if otx.send(out).is_err() {
                             break;

@@ -44,8 +44,6 @@ pub struct ShardOutput {
     pub assessments: Vec<Assessment>,
     /// Rejected samples: (reason label, message).
     pub rejected: Vec<(&'static str, String)>,
-    /// Feature rows, when the caller exports them.
-    pub rows: Vec<FeatureRow>,
 }
 
 /// One shard's state: serializable for checkpoints.
@@ -98,7 +96,7 @@ impl Shard {
     }
 
     /// Processes a batch (in event-time order per GPU).
-    pub fn process(&mut self, batch: &[Sample], keep_rows: bool, out: &mut ShardOutput) {
+    pub fn process(&mut self, batch: &[Sample], out: &mut ShardOutput) {
         for s in batch {
             self.rows.clear();
             self.events.clear();
@@ -117,17 +115,20 @@ impl Shard {
                     }
                 }
             }
+            // Move the reusable buffers out and back so their capacity
+            // survives (assess and on_event need `&mut self`).
             let mut hard_xid = None;
-            for ev in std::mem::take(&mut self.events) {
+            let mut events = std::mem::take(&mut self.events);
+            for ev in events.drain(..) {
                 self.on_event(ev, &mut hard_xid, out);
             }
-            for row in std::mem::take(&mut self.rows) {
-                let a = self.assess(&row, hard_xid);
+            self.events = events;
+            let rows = std::mem::take(&mut self.rows);
+            for row in &rows {
+                let a = self.assess(row, hard_xid);
                 out.assessments.push(a);
-                if keep_rows {
-                    out.rows.push(row);
-                }
             }
+            self.rows = rows;
         }
     }
 

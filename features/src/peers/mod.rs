@@ -244,13 +244,10 @@ impl CohortStats {
     /// a reference is read, so only cohorts that GPUs are actually compared
     /// with pay for their medians.
     pub fn refresh(&mut self, id: u32) {
+        self.refresh_closed(id);
         let min = self.min_cohort;
         let scratch = &mut self.scratch;
         if let Some(c) = self.cohorts.get_mut(id) {
-            if c.closed_pending {
-                c.completed = RobustStats::compute(&c.closed, &SCALE_FLOORS, min, scratch);
-                c.closed_pending = false;
-            }
             if c.dirty {
                 c.provisional = RobustStats::compute(&c.values, &SCALE_FLOORS, min, scratch);
                 c.dirty = false;
