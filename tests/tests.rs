@@ -4,5 +4,6 @@
 /// `forewarn simulate` → files → `forewarn backtest` → alert contract lines.
 mod e2e {
     mod backtest;
+    mod kafka;
     mod simulate;
 }

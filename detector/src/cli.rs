@@ -39,6 +39,8 @@ pub enum Command {
     Features(crate::commands::features::FeaturesArgs),
     /// Run the pipeline on telemetry files and write the alerts it would send.
     Backtest(crate::commands::backtest::BacktestArgs),
+    /// Produce telemetry files into a Kafka topic (keyed by GPU UUID).
+    Replay(crate::commands::replay::ReplayArgs),
 }
 
 /// Sets up `tracing` to stderr, text or JSON.

@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod assess;
+pub mod checkpoint;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -30,5 +31,6 @@ pub fn run_cli(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::Serve(args) => commands::serve::run(args),
         cli::Command::Score(args) => commands::score::run(args),
         cli::Command::Features(args) => commands::features::run(args),
+        cli::Command::Replay(args) => commands::replay::run(args),
     }
 }

@@ -17,10 +17,14 @@ pub const SHARD_LATENCY: &str = "forewarn_stage_batch_seconds";
 pub const GPUS: &str = "forewarn_gpus";
 pub const LAG: &str = "forewarn_consumer_lag";
 pub const MODEL_VERSION: &str = "forewarn_model_info";
+pub const DECISION_LATENCY: &str = "forewarn_broker_to_decision_seconds";
+pub const CHECKPOINTS: &str = "forewarn_checkpoints_total";
+pub const CHECKPOINT_BYTES: &str = "forewarn_checkpoint_bytes";
+pub const CHECKPOINT_SECONDS: &str = "forewarn_checkpoint_write_seconds";
 
-/// Upper bounds (seconds) of the stage latency histogram.
-const BUCKETS: [f64; 10] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
+/// Upper bounds (seconds) of the latency histograms: 0.5 ms to 10 s.
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
 /// A fixed-bucket histogram.
@@ -39,6 +43,39 @@ impl Histogram {
         self.counts[i].fetch_add(1, Relaxed);
         self.sum_us.fetch_add((seconds * 1e6) as u64, Relaxed);
     }
+
+    /// The upper bound of the bucket holding quantile `q` (None if empty).
+    pub fn quantile_bound(&self, q: f64) -> Option<f64> {
+        let counts: Vec<u64> = self.counts.iter().map(|c| c.load(Relaxed)).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let want = (q * total as f64).ceil() as u64;
+        let mut cum = 0;
+        for (i, c) in counts.iter().enumerate() {
+            cum += c;
+            if cum >= want {
+                return Some(BUCKETS.get(i).copied().unwrap_or(f64::INFINITY));
+            }
+        }
+        Some(f64::INFINITY)
+    }
+
+    fn render(&self, s: &mut String, name: &str, help: &str) {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cum = 0;
+        for (i, b) in BUCKETS.iter().enumerate() {
+            cum += self.counts[i].load(Relaxed);
+            let _ = writeln!(s, "{name}_bucket{{le=\"{b}\"}} {cum}");
+        }
+        cum += self.counts[BUCKETS.len()].load(Relaxed);
+        let _ = writeln!(
+            s,
+            "{name}_bucket{{le=\"+Inf\"}} {cum}\n{name}_sum {}\n{name}_count {cum}",
+            self.sum_us.load(Relaxed) as f64 / 1e6
+        );
+    }
 }
 
 #[derive(Debug, Default)]
@@ -51,6 +88,11 @@ pub struct Metrics {
     alert_events: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     lag: Mutex<BTreeMap<String, i64>>,
     pub shard_latency: Histogram,
+    /// Broker append (or produce) time to the alert decision, per batch.
+    pub decision_latency: Histogram,
+    pub checkpoints: AtomicU64,
+    checkpoint_bytes: AtomicU64,
+    pub checkpoint_latency: Histogram,
 }
 
 fn bump(m: &Mutex<BTreeMap<&'static str, u64>>, reason: &'static str, n: u64) {
@@ -80,6 +122,12 @@ impl Metrics {
             *m.entry((e.severity.as_str(), e.status.as_str()))
                 .or_default() += 1;
         }
+    }
+
+    pub fn checkpoint_written(&self, bytes: u64, seconds: f64) {
+        self.checkpoints.fetch_add(1, Relaxed);
+        self.checkpoint_bytes.store(bytes, Relaxed);
+        self.checkpoint_latency.observe(seconds);
     }
 
     pub fn set_lag(&self, partition: String, lag: i64) {
@@ -151,21 +199,28 @@ impl Metrics {
                 let _ = writeln!(s, "{LAG}{{partition=\"{p}\"}} {v}");
             }
         }
-        let h = &self.shard_latency;
-        let _ = writeln!(
-            s,
-            "# HELP {SHARD_LATENCY} Time a shard spends on one batch.\n# TYPE {SHARD_LATENCY} histogram"
+        self.shard_latency
+            .render(&mut s, SHARD_LATENCY, "Time a shard spends on one batch.");
+        self.decision_latency.render(
+            &mut s,
+            DECISION_LATENCY,
+            "Kafka message timestamp to alert decision, per batch (oldest message).",
         );
-        let mut cum = 0;
-        for (i, b) in BUCKETS.iter().enumerate() {
-            cum += h.counts[i].load(Relaxed);
-            let _ = writeln!(s, "{SHARD_LATENCY}_bucket{{le=\"{b}\"}} {cum}");
-        }
-        cum += h.counts[BUCKETS.len()].load(Relaxed);
+        self.checkpoint_latency.render(
+            &mut s,
+            CHECKPOINT_SECONDS,
+            "Time to encode and write a checkpoint.",
+        );
+        counter(
+            &mut s,
+            CHECKPOINTS,
+            "Checkpoints written.",
+            self.checkpoints.load(Relaxed),
+        );
         let _ = writeln!(
             s,
-            "{SHARD_LATENCY}_bucket{{le=\"+Inf\"}} {cum}\n{SHARD_LATENCY}_sum {}\n{SHARD_LATENCY}_count {cum}",
-            h.sum_us.load(Relaxed) as f64 / 1e6
+            "# HELP {CHECKPOINT_BYTES} Size of the newest checkpoint.\n# TYPE {CHECKPOINT_BYTES} gauge\n{CHECKPOINT_BYTES} {}",
+            self.checkpoint_bytes.load(Relaxed)
         );
         let _ = writeln!(
             s,

@@ -25,3 +25,14 @@ fn draw_target() -> ProgressDrawTarget {
         ProgressDrawTarget::hidden()
     }
 }
+
+/// A counter with no known total (streams, producers), hidden unless
+/// stderr is a terminal.
+pub fn counter(unit: &str) -> ProgressBar {
+    let pb = ProgressBar::with_draw_target(None, draw_target());
+    let template = format!("{{spinner}} [{{elapsed_precise}}] {{human_pos}} {unit} ({{per_sec}})");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        pb.set_style(style);
+    }
+    pb
+}

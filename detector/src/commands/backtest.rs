@@ -13,6 +13,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::config::RawConfig;
+use crate::pipeline::alerting::AlertStage;
 use crate::pipeline::{AlertSink, Pipeline, PipelineConfig};
 use crate::sources::{DeadLetters, file};
 use crate::state::SharedState;
@@ -103,10 +104,11 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
         seed: cfg.seed,
     };
     let mut pipeline = Pipeline::start(
-        &pcfg,
-        AlertEngine::new(cfg.alerts.engine.clone()),
+        pcfg.new_shards()?,
+        AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone())),
         Box::new(sink),
         state.clone(),
+        None,
     )?;
     let mut dead = DeadLetters::open(args.dead_letter.as_deref())?;
     let started = Instant::now();

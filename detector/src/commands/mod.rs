@@ -3,6 +3,7 @@
 
 pub mod backtest;
 pub mod features;
+pub mod replay;
 pub mod score;
 pub mod serve;
 pub mod simulate;

@@ -14,9 +14,12 @@ use clap::Args;
 use datasets::simulator::SimConfig;
 use tokio_util::sync::CancellationToken;
 
+use crate::checkpoint::{CheckpointStore, Offsets};
 use crate::config::{Config, RawConfig, SourceKind};
+use crate::pipeline::alerting::AlertStage;
+use crate::pipeline::shard::Shard;
 use crate::pipeline::{AlertSink, Pipeline, PipelineConfig};
-use crate::sources::{DeadLetters, file, simulator};
+use crate::sources::{DeadLetters, file, kafka, simulator};
 use crate::state::{SharedState, State};
 
 /// Run the service (with no config: the built-in simulated fleet demo).
@@ -43,6 +46,10 @@ struct RouterSink {
 }
 
 impl AlertSink for RouterSink {
+    fn snapshot(&self) -> anyhow::Result<Vec<u8>> {
+        router_snapshot(&self.router)
+    }
+
     fn deliver(&mut self, events: &[AlertEvent], now_ms: i64) -> anyhow::Result<()> {
         for e in events {
             tracing::info!(status = ?e.status, severity = ?e.severity, kind = %e.kind, dedup_key = %e.dedup_key, "{}", e.summary);
@@ -88,23 +95,95 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     rt.block_on(serve(cfg))
 }
 
-async fn serve(cfg: Config) -> anyhow::Result<()> {
-    let state = SharedState::new();
-    let shutdown = CancellationToken::new();
-    let sys = AlertSystem::open(&cfg.alerts).context("opening the alert outbox and receivers")?;
-    let workers = sys.spawn_delivery(&shutdown);
-    let router = AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone());
-    let engine = AlertEngine::new(cfg.alerts.engine.clone());
+// MERGE-E: replace with AlertRouter::snapshot / restore.
+fn router_snapshot(_r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
+    Ok(Vec::new())
+}
+
+fn router_restore(cfg: &Config, sys: &AlertSystem, _bytes: &[u8]) -> anyhow::Result<AlertRouter> {
+    Ok(AlertRouter::new(
+        &cfg.alerts.route,
+        &sys.sinks,
+        sys.outbox.clone(),
+    ))
+}
+
+/// The pipeline's state: restored from the newest checkpoint, or fresh.
+struct Start {
+    shards: Vec<Shard>,
+    stage: AlertStage,
+    router: AlertRouter,
+    store: Option<CheckpointStore>,
+    resume: Offsets,
+}
+
+fn restore_or_new(cfg: &Config, sys: &AlertSystem) -> anyhow::Result<Start> {
     let pcfg = PipelineConfig {
         shards: cfg.shards,
         features: cfg.features.clone(),
         seed: cfg.seed,
     };
+    let store = match &cfg.checkpoint_dir {
+        Some(dir) => Some(CheckpointStore::open(dir)?),
+        None => None,
+    };
+    let latest = match &store {
+        Some(s) => s.latest()?,
+        None => None,
+    };
+    let Some(ckpt) = latest else {
+        return Ok(Start {
+            shards: pcfg.new_shards()?,
+            stage: AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone())),
+            router: AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone()),
+            store,
+            resume: Offsets::new(),
+        });
+    };
+    anyhow::ensure!(
+        ckpt.shards.len() == cfg.shards,
+        "checkpoint {} has {} shards but pipeline.shards = {}: set pipeline.shards back, or move the checkpoint directory away to start fresh",
+        ckpt.seq,
+        ckpt.shards.len(),
+        cfg.shards
+    );
+    let shards = ckpt
+        .shards
+        .iter()
+        .map(|b| Shard::restore(b))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let stage = AlertStage::restore(cfg.alerts.engine.clone(), &ckpt.stage)?;
+    let router = router_restore(cfg, sys, &ckpt.sink)?;
+    tracing::info!(
+        seq = ckpt.seq,
+        partitions = ckpt.offsets.len(),
+        gpus = shards.iter().map(Shard::gpu_count).sum::<usize>(),
+        "restored from checkpoint"
+    );
+    Ok(Start {
+        shards,
+        stage,
+        router,
+        store,
+        resume: ckpt.offsets,
+    })
+}
+
+async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let state = SharedState::new();
+    let shutdown = CancellationToken::new();
+    let sys = AlertSystem::open(&cfg.alerts).context("opening the alert outbox and receivers")?;
+    let workers = sys.spawn_delivery(&shutdown);
+    let start = restore_or_new(&cfg, &sys)?;
+    let resume = start.resume;
     let mut pipeline = Pipeline::start(
-        &pcfg,
-        engine,
-        Box::new(RouterSink { router }),
+        start.shards,
+        start.stage,
+        Box::new(RouterSink {
+            router: start.router,
+        }),
         state.clone(),
+        start.store,
     )?;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -114,7 +193,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             .name("source".into())
             .spawn(move || -> anyhow::Result<()> {
                 let mut dead = DeadLetters::open(cfg.dead_letter_file.as_deref())?;
-                let result = run_source(&cfg, &state, &stop, &mut dead, &mut pipeline);
+                let result = run_source(&cfg, resume, &state, &stop, &mut dead, &mut pipeline);
                 let (summary, _) = pipeline.finish()?;
                 tracing::info!(
                     samples = summary.samples,
@@ -125,7 +204,10 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                 result
             })?
     };
-    state.set_ready(true);
+    if !matches!(cfg.source, SourceKind::Kafka(_)) {
+        // Kafka readiness follows consumer lag (the source sets it).
+        state.set_ready(true);
+    }
 
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
@@ -137,8 +219,17 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let sd = shutdown.clone();
     axum::serve(listener, crate::api::app(state.clone()))
         .with_graceful_shutdown(async move {
+            let term = async {
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(mut s) => {
+                        s.recv().await;
+                    }
+                    Err(_) => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
+                () = term => tracing::info!("terminated: shutting down"),
                 () = sd.cancelled() => {}
             }
         })
@@ -160,6 +251,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
 
 fn run_source(
     cfg: &Config,
+    resume: Offsets,
     state: &State,
     stop: &AtomicBool,
     dead: &mut DeadLetters,
@@ -190,6 +282,16 @@ fn run_source(
         }
         SourceKind::Files(paths) => {
             file::read_inputs(paths, state, dead, |batch| pipeline.send(batch))?;
+        }
+        SourceKind::Kafka(k) => {
+            let policy = cfg
+                .checkpoint_dir
+                .as_ref()
+                .map(|_| kafka::CheckpointPolicy {
+                    every: cfg.checkpoint_every,
+                    resume,
+                });
+            kafka::run(k, policy, state, stop, dead, pipeline)?;
         }
     }
     Ok(())

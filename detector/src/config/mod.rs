@@ -4,11 +4,15 @@
 //! builds [`Config`] with no I/O and errors that name the key. An annotated
 //! example is `docs/forewarn.example.toml`.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use features::FeatureConfig;
 use serde::Deserialize;
+
+use crate::sources::kafka::KafkaSettings;
 
 /// The alert policy used when the file has no `[alerts]` table.
 pub const DEFAULT_ALERTS: &str = include_str!("default_alerts.toml");
@@ -30,6 +34,19 @@ pub struct RawConfig {
     /// REST API.
     #[serde(default)]
     pub api: RawApi,
+    /// Periodic state snapshots for restarts.
+    #[serde(default)]
+    pub checkpoint: RawCheckpoint,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheckpoint {
+    /// Directory of checkpoint files. Default `forewarn-checkpoints` with
+    /// the Kafka source; none (no checkpoints) with the simulator or files.
+    pub dir: Option<PathBuf>,
+    /// Seconds between checkpoints. Default 30.
+    pub interval_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -51,6 +68,21 @@ pub struct RawSource {
     pub files: Vec<PathBuf>,
     /// Undecodable input goes here (JSON lines with the reason). Default none.
     pub dead_letter_file: Option<PathBuf>,
+    /// Kafka: bootstrap brokers, `host:port[,host:port]`.
+    pub brokers: Option<String>,
+    /// Kafka: topics to consume. Default `["telemetry"]`.
+    pub topics: Option<Vec<String>>,
+    /// Kafka: consumer group. Default `forewarn`.
+    pub group_id: Option<String>,
+    /// Kafka: undecodable messages are also produced here, with a `reason` header.
+    pub dead_letter_topic: Option<String>,
+    /// Kafka: librdkafka client options passed through (SASL, TLS, tuning),
+    /// e.g. `{ "security.protocol" = "SASL_SSL" }`.
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+    /// Kafka: `/readyz` answers ready once total consumer lag is at most
+    /// this many messages. Default 10000.
+    pub ready_lag: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -82,6 +114,7 @@ pub enum SourceKind {
         interval_s: u32,
     },
     Files(Vec<PathBuf>),
+    Kafka(KafkaSettings),
 }
 
 /// The validated configuration.
@@ -95,6 +128,9 @@ pub struct Config {
     pub alerts: alerts::Config,
     pub listen: SocketAddr,
     pub token_env: String,
+    /// Checkpoint directory (none: no checkpoints).
+    pub checkpoint_dir: Option<PathBuf>,
+    pub checkpoint_every: Duration,
 }
 
 /// A config problem, naming the key.
@@ -163,10 +199,36 @@ impl RawConfig {
                 SourceKind::Files(s.files.clone())
             }
             "kafka" => {
-                return Err(err(
-                    "source.type",
-                    "the Kafka source is not built yet; use \"simulator\" or \"files\"",
-                ));
+                let Some(brokers) = s.brokers.clone().filter(|b| !b.trim().is_empty()) else {
+                    return Err(err(
+                        "source.brokers",
+                        "type = \"kafka\" needs brokers = \"host:port[,host:port]\"",
+                    ));
+                };
+                let topics = s.topics.clone().unwrap_or_else(|| vec!["telemetry".into()]);
+                if topics.is_empty() || topics.iter().any(|t| t.trim().is_empty()) {
+                    return Err(err("source.topics", "needs at least one non-empty topic"));
+                }
+                let ready_lag = s.ready_lag.unwrap_or(10_000);
+                if ready_lag < 0 {
+                    return Err(err("source.ready_lag", "must be >= 0"));
+                }
+                for key in ["enable.auto.commit", "enable.auto.offset.store"] {
+                    if s.options.contains_key(key) {
+                        return Err(err(
+                            &format!("source.options.{key}"),
+                            "forewarn commits offsets itself, after checkpoints; remove this option",
+                        ));
+                    }
+                }
+                SourceKind::Kafka(KafkaSettings {
+                    brokers,
+                    topics,
+                    group_id: s.group_id.clone().unwrap_or_else(|| "forewarn".into()),
+                    options: s.options.clone(),
+                    dead_letter_topic: s.dead_letter_topic.clone(),
+                    ready_lag,
+                })
             }
             other => {
                 return Err(err(
@@ -198,7 +260,21 @@ impl RawConfig {
                 format!("{listen_text:?} is not an address:port: {e}"),
             )
         })?;
+        let checkpoint_every = self.checkpoint.interval_s.unwrap_or(30.0);
+        if !(checkpoint_every > 0.0 && checkpoint_every.is_finite()) {
+            return Err(err(
+                "checkpoint.interval_s",
+                "must be a positive number of seconds",
+            ));
+        }
+        let checkpoint_dir = match (&self.checkpoint.dir, &source) {
+            (Some(d), _) => Some(d.clone()),
+            (None, SourceKind::Kafka(_)) => Some(PathBuf::from("forewarn-checkpoints")),
+            (None, _) => None,
+        };
         Ok(Config {
+            checkpoint_dir,
+            checkpoint_every: Duration::from_secs_f64(checkpoint_every),
             source,
             dead_letter_file: s.dead_letter_file.clone(),
             shards,

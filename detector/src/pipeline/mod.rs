@@ -4,28 +4,37 @@
 //! the alert engine and the sink.
 //!
 //! Every arrow is a bounded channel, so a slow stage stops the source
-//! (backpressure) instead of growing memory. The alert thread takes shard
-//! outputs in a fixed order (batch by batch, shard 0 first), so the same
-//! input gives the same alerts whatever the thread timing: live, backtest
-//! and tests agree.
+//! (backpressure) instead of growing memory; [`Pipeline::is_full`] lets a
+//! Kafka source pause its partitions before it would block. The alert
+//! thread takes shard outputs in a fixed order (batch by batch, shard 0
+//! first), so the same input gives the same alerts whatever the thread
+//! timing: live, backtest and tests agree.
+//!
+//! Checkpoints ride the same channels as a barrier: every shard serializes
+//! its state when the barrier reaches it (after every batch sent before
+//! it), the alert thread adds its own and the sink's state and writes one
+//! atomic file with the source offsets the barrier carried
+//! ([`crate::checkpoint`]). No locks, no pause of the hot path.
 
 pub mod alerting;
 pub mod shard;
 
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use alerts::{AlertEngine, AlertEvent};
+use alerts::AlertEvent;
 use anyhow::Context;
 use features::{FeatureConfig, Sample};
 
+use crate::checkpoint::{Checkpoint, CheckpointStore, Offsets};
 use crate::state::State;
 use alerting::AlertStage;
 use shard::{Shard, ShardOutput, shard_of};
 
-/// Batches queued per shard: at ~1,000 samples a batch, a few hundred ms of
+/// Batches queued per shard: at ~4,000 samples a batch, a few hundred ms of
 /// work — enough to ride out a slow batch, small enough to bound memory.
 const SHARD_QUEUE: usize = 16;
 /// Outputs queued per shard for the alert thread.
@@ -40,6 +49,10 @@ pub trait AlertSink: Send {
     fn finish(&mut self, _now_ms: i64) -> anyhow::Result<()> {
         Ok(())
     }
+    /// State to keep in a checkpoint (aggregation groups and their timers).
+    fn snapshot(&self) -> anyhow::Result<Vec<u8>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Pipeline settings.
@@ -51,6 +64,15 @@ pub struct PipelineConfig {
     pub seed: u64,
 }
 
+impl PipelineConfig {
+    /// Fresh shards for a run with no checkpoint.
+    pub fn new_shards(&self) -> anyhow::Result<Vec<Shard>> {
+        (0..self.shards.max(1))
+            .map(|id| Shard::new(id, self.features.clone(), self.seed))
+            .collect()
+    }
+}
+
 /// What a finished run did.
 #[derive(Debug, Default, Clone)]
 pub struct Summary {
@@ -60,41 +82,120 @@ pub struct Summary {
     pub alert_events: u64,
     pub gpus: u64,
     pub state_bytes: u64,
+    pub checkpoints: u64,
+}
+
+/// A checkpoint that was written: its sequence number and the source
+/// offsets it reflects (safe to commit now).
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub seq: u64,
+    pub offsets: Offsets,
+}
+
+/// What travels to a shard.
+pub(crate) enum ShardMsg {
+    /// Samples, and the wall time (epoch ms) the oldest was produced, when
+    /// the source knows it (Kafka message timestamps).
+    Batch(Vec<Sample>, Option<i64>),
+    /// Serialize your state; shard 0 carries the request on.
+    Snapshot(Option<Box<SnapshotRequest>>),
+}
+
+/// A checkpoint request, carried by shard 0's output to the alert thread.
+pub(crate) struct SnapshotRequest {
+    offsets: Offsets,
+    reply: Option<Sender<anyhow::Result<Written>>>,
+}
+
+/// A cloneable handle that asks for checkpoints: held by the source loop
+/// and by a Kafka rebalance callback.
+#[derive(Clone)]
+pub struct Checkpointer {
+    inputs: Vec<SyncSender<ShardMsg>>,
+}
+
+impl Checkpointer {
+    /// Asks for a checkpoint reflecting everything sent so far; the result
+    /// arrives on the returned channel once the file is durable.
+    pub fn request(&self, offsets: Offsets) -> anyhow::Result<Receiver<anyhow::Result<Written>>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut req = Some(Box::new(SnapshotRequest {
+            offsets,
+            reply: Some(tx),
+        }));
+        for tx in &self.inputs {
+            tx.send(ShardMsg::Snapshot(req.take()))
+                .map_err(|_| anyhow::anyhow!("a shard stopped"))?;
+        }
+        Ok(rx)
+    }
+
+    /// Requests a checkpoint and waits for it.
+    pub fn checkpoint_now(&self, offsets: Offsets) -> anyhow::Result<Written> {
+        self.request(offsets)?
+            .recv()
+            .map_err(|_| anyhow::anyhow!("the alert thread stopped before the checkpoint"))?
+    }
 }
 
 /// A running pipeline.
 pub struct Pipeline {
-    inputs: Vec<SyncSender<Vec<Sample>>>,
+    inputs: Vec<SyncSender<ShardMsg>>,
     shards: Vec<JoinHandle<Shard>>,
     alert: JoinHandle<anyhow::Result<Summary>>,
+    /// Batches sent and not yet through the alert thread.
+    inflight: Arc<AtomicUsize>,
     samples: u64,
 }
 
+/// Everything the alert thread owns.
+struct AlertThread {
+    stage: AlertStage,
+    sink: Box<dyn AlertSink>,
+    state: State,
+    store: Option<CheckpointStore>,
+    outputs: Vec<Receiver<ShardOutput>>,
+    inflight: Arc<AtomicUsize>,
+    cfg_shards: usize,
+}
+
 impl Pipeline {
-    /// Starts shard threads and the alert thread.
+    /// Starts shard threads (with the given, maybe restored, shards) and
+    /// the alert thread. With a `store`, barrier requests write checkpoints.
     pub fn start(
-        cfg: &PipelineConfig,
-        engine: AlertEngine,
-        mut sink: Box<dyn AlertSink>,
+        shards: Vec<Shard>,
+        stage: AlertStage,
+        sink: Box<dyn AlertSink>,
         state: State,
+        store: Option<CheckpointStore>,
     ) -> anyhow::Result<Self> {
-        let n = cfg.shards.max(1);
+        anyhow::ensure!(!shards.is_empty(), "a pipeline needs at least one shard");
+        let n = shards.len();
         let mut inputs = Vec::with_capacity(n);
         let mut outputs: Vec<Receiver<ShardOutput>> = Vec::with_capacity(n);
-        let mut shards = Vec::with_capacity(n);
-        for id in 0..n {
-            let (tx, rx) = sync_channel::<Vec<Sample>>(SHARD_QUEUE);
+        let mut handles = Vec::with_capacity(n);
+        for mut shard in shards {
+            let (tx, rx) = sync_channel::<ShardMsg>(SHARD_QUEUE);
             let (otx, orx) = sync_channel::<ShardOutput>(OUTPUT_QUEUE);
-            let mut shard = Shard::new(id, cfg.features.clone(), cfg.seed)?;
             let st = state.clone();
             let handle = std::thread::Builder::new()
-                .name(format!("shard-{id}"))
+                .name(format!("shard-{}", shard.id))
                 .spawn(move || {
-                    for batch in rx {
-                        let t = Instant::now();
+                    for msg in rx {
                         let mut out = ShardOutput::default();
-                        shard.process(&batch, &mut out);
-                        st.metrics.shard_latency.observe(t.elapsed().as_secs_f64());
+                        match msg {
+                            ShardMsg::Batch(batch, origin) => {
+                                let t = Instant::now();
+                                shard.process(&batch, &mut out);
+                                out.origin_ms = origin;
+                                st.metrics.shard_latency.observe(t.elapsed().as_secs_f64());
+                            }
+                            ShardMsg::Snapshot(req) => {
+                                out.snapshot = Some(shard.snapshot());
+                                out.request = req;
+                            }
+                        }
                         if otx.send(out).is_err() {
                             break;
                         }
@@ -104,61 +205,52 @@ impl Pipeline {
                 .context("spawning a shard thread")?;
             inputs.push(tx);
             outputs.push(orx);
-            shards.push(handle);
+            handles.push(handle);
         }
+        let inflight = Arc::new(AtomicUsize::new(0));
+        let thread = AlertThread {
+            stage,
+            sink,
+            state,
+            store,
+            outputs,
+            inflight: inflight.clone(),
+            cfg_shards: n,
+        };
         let alert = std::thread::Builder::new()
             .name("alerts".into())
-            .spawn(move || {
-                let mut stage = AlertStage::new(engine);
-                let mut summary = Summary::default();
-                let mut events = Vec::new();
-                'outer: loop {
-                    for rx in &outputs {
-                        let Ok(out) = rx.recv() else { break 'outer };
-                        for (reason, msg) in &out.rejected {
-                            state.metrics.rejected(reason);
-                            tracing::debug!(reason, error = %msg, "sample rejected");
-                        }
-                        summary.rejected += out.rejected.len() as u64;
-                        summary.assessments += out.assessments.len() as u64;
-                        state
-                            .metrics
-                            .assessments
-                            .fetch_add(out.assessments.len() as u64, Relaxed);
-                        for a in &out.assessments {
-                            stage.observe(a, &mut events);
-                        }
-                        state.publish(&out.assessments);
-                        state.record_alerts(&events);
-                        summary.alert_events += events.len() as u64;
-                        // Called with no events too: routing timers
-                        // (group_wait, repeat_interval) run on event time.
-                        sink.deliver(&events, stage.watermark_ms())?;
-                        events.clear();
-                    }
-                }
-                // End of input: let timers run out to the watermark.
-                let now = stage.watermark_ms();
-                if now != i64::MIN {
-                    stage.tick(now, &mut events);
-                    state.record_alerts(&events);
-                    summary.alert_events += events.len() as u64;
-                    sink.deliver(&events, now)?;
-                }
-                sink.finish(now)?;
-                Ok(summary)
-            })
+            .spawn(move || thread.run())
             .context("spawning the alert thread")?;
         Ok(Pipeline {
             inputs,
-            shards,
+            shards: handles,
             alert,
+            inflight,
             samples: 0,
         })
     }
 
+    /// True when the shards have a full queue of work: a source that can
+    /// pause (Kafka) should, rather than block in [`Pipeline::send`].
+    pub fn is_full(&self) -> bool {
+        self.inflight.load(Relaxed) + 2 >= SHARD_QUEUE
+    }
+
+    /// A handle that requests checkpoints.
+    pub fn checkpointer(&self) -> Checkpointer {
+        Checkpointer {
+            inputs: self.inputs.clone(),
+        }
+    }
+
     /// Hands a batch to the shards; blocks while they are full.
     pub fn send(&mut self, batch: Vec<Sample>) -> anyhow::Result<()> {
+        self.send_from(batch, None)
+    }
+
+    /// Like [`Pipeline::send`], with the wall time the oldest sample was
+    /// produced, for the broker-to-decision latency metric.
+    pub fn send_from(&mut self, batch: Vec<Sample>, origin_ms: Option<i64>) -> anyhow::Result<()> {
         self.samples += batch.len() as u64;
         let n = self.inputs.len();
         let parts: Vec<Vec<Sample>> = if n == 1 {
@@ -172,10 +264,11 @@ impl Pipeline {
             }
             parts
         };
+        self.inflight.fetch_add(1, Relaxed);
         // Every shard gets every batch (maybe empty): the alert thread reads
         // one output per shard per batch, in shard order.
         for (tx, part) in self.inputs.iter().zip(parts) {
-            tx.send(part)
+            tx.send(ShardMsg::Batch(part, origin_ms))
                 .map_err(|_| anyhow::anyhow!("a shard stopped"))?;
         }
         Ok(())
@@ -199,5 +292,122 @@ impl Pipeline {
         summary.gpus = shards.iter().map(|s| s.gpu_count() as u64).sum();
         summary.state_bytes = shards.iter().map(|s| s.heap_bytes() as u64).sum();
         Ok((summary, shards))
+    }
+}
+
+impl AlertThread {
+    fn run(mut self) -> anyhow::Result<Summary> {
+        let mut summary = Summary::default();
+        let mut events = Vec::new();
+        let mut snaps: Vec<anyhow::Result<Vec<u8>>> = Vec::with_capacity(self.cfg_shards);
+        'outer: loop {
+            let mut request = None;
+            let mut batch_round = false;
+            for i in 0..self.outputs.len() {
+                let Ok(mut out) = self.outputs[i].recv() else {
+                    break 'outer;
+                };
+                if let Some(s) = out.snapshot.take() {
+                    snaps.push(s);
+                    if let Some(r) = out.request.take() {
+                        request = Some(r);
+                    }
+                    continue;
+                }
+                batch_round = true;
+                self.take_output(out, &mut summary, &mut events)?;
+            }
+            if batch_round {
+                self.inflight.fetch_sub(1, Relaxed);
+            }
+            if snaps.len() == self.cfg_shards {
+                let parts = std::mem::take(&mut snaps);
+                if let Some(req) = request {
+                    let result = self.write_checkpoint(parts, req.offsets);
+                    if result.is_ok() {
+                        summary.checkpoints += 1;
+                    }
+                    match req.reply {
+                        Some(reply) => {
+                            let _ = reply.send(result);
+                        }
+                        None => result.map(|_| ())?,
+                    }
+                }
+            }
+        }
+        // End of input: let timers run out to the watermark.
+        let now = self.stage.watermark_ms();
+        if now != i64::MIN {
+            self.stage.tick(now, &mut events);
+            self.state.record_alerts(&events);
+            summary.alert_events += events.len() as u64;
+            self.sink.deliver(&events, now)?;
+        }
+        self.sink.finish(now)?;
+        Ok(summary)
+    }
+
+    fn take_output(
+        &mut self,
+        out: ShardOutput,
+        summary: &mut Summary,
+        events: &mut Vec<AlertEvent>,
+    ) -> anyhow::Result<()> {
+        let m = &self.state.metrics;
+        for (reason, msg) in &out.rejected {
+            m.rejected(reason);
+            tracing::debug!(reason, error = %msg, "sample rejected");
+        }
+        summary.rejected += out.rejected.len() as u64;
+        summary.assessments += out.assessments.len() as u64;
+        m.assessments
+            .fetch_add(out.assessments.len() as u64, Relaxed);
+        for a in &out.assessments {
+            self.stage.observe(a, events);
+        }
+        self.state.publish(&out.assessments);
+        self.state.record_alerts(events);
+        summary.alert_events += events.len() as u64;
+        // Called with no events too: routing timers (group_wait,
+        // repeat_interval) run on event time.
+        self.sink.deliver(events, self.stage.watermark_ms())?;
+        events.clear();
+        if let Some(origin) = out.origin_ms
+            && !out.assessments.is_empty()
+        {
+            let now = crate::checkpoint::wall_ms();
+            m.decision_latency
+                .observe((now - origin).max(0) as f64 / 1000.0);
+        }
+        Ok(())
+    }
+
+    fn write_checkpoint(
+        &mut self,
+        parts: Vec<anyhow::Result<Vec<u8>>>,
+        offsets: Offsets,
+    ) -> anyhow::Result<Written> {
+        let Some(store) = &mut self.store else {
+            anyhow::bail!("checkpoint requested but no checkpoint directory is configured");
+        };
+        let t = Instant::now();
+        let shards = parts.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+        let ckpt = Checkpoint {
+            seq: store.next_seq(),
+            created_ms: crate::checkpoint::wall_ms(),
+            watermark_ms: self.stage.watermark_ms(),
+            offsets: offsets.clone(),
+            shards,
+            stage: self.stage.snapshot()?,
+            sink: self.sink.snapshot()?,
+        };
+        let seq = ckpt.seq;
+        let bytes = store.write(&ckpt)?;
+        self.state
+            .metrics
+            .checkpoint_written(bytes, t.elapsed().as_secs_f64());
+        tracing::debug!(seq, bytes, "checkpoint written");
+        Ok(Written { seq, offsets })
     }
 }

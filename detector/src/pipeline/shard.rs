@@ -38,12 +38,18 @@ struct Sticky {
     evidence: Evidence,
 }
 
-/// What one batch produced.
-#[derive(Debug, Default)]
+/// What one batch (or one checkpoint barrier) produced.
+#[derive(Default)]
 pub struct ShardOutput {
     pub assessments: Vec<Assessment>,
     /// Rejected samples: (reason label, message).
     pub rejected: Vec<(&'static str, String)>,
+    /// Wall time the batch's oldest sample was produced, if known.
+    pub origin_ms: Option<i64>,
+    /// At a barrier: this shard's serialized state.
+    pub snapshot: Option<anyhow::Result<Vec<u8>>>,
+    /// At a barrier, on shard 0's output: the checkpoint request.
+    pub(crate) request: Option<Box<super::SnapshotRequest>>,
 }
 
 /// One shard's state: serializable for checkpoints.
@@ -81,6 +87,19 @@ impl Shard {
             events: Vec::new(),
             rows: Vec::new(),
         })
+    }
+
+    /// Serializes the whole shard (CBOR: keeps NaN and exact floats).
+    pub fn snapshot(&self) -> anyhow::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(1 << 16);
+        ciborium::into_writer(self, &mut out)
+            .map_err(|e| anyhow::anyhow!("serializing shard {}: {e}", self.id))?;
+        Ok(out)
+    }
+
+    /// A shard from [`Shard::snapshot`] bytes.
+    pub fn restore(bytes: &[u8]) -> anyhow::Result<Self> {
+        ciborium::from_reader(bytes).map_err(|e| anyhow::anyhow!("decoding a shard snapshot: {e}"))
     }
 
     /// GPUs this shard has seen.

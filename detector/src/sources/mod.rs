@@ -4,6 +4,7 @@
 //! the dead-letter file with the reason, and never stops the stream.
 
 pub mod file;
+pub mod kafka;
 pub mod simulator;
 
 use std::io::Write;

@@ -1,0 +1,249 @@
+//! Checkpoints: one file holding all pipeline state (every shard's
+//! features, forests and thresholders; the alert stage and engine; the
+//! router's aggregation groups) and the source offsets that state reflects.
+//!
+//! Written by the alert thread when a barrier has passed every shard
+//! ([`crate::pipeline`]), as `checkpoint-<seq>.cbor.tmp`, fsynced, renamed
+//! to `checkpoint-<seq>.cbor`, then the directory fsynced: a reader sees a
+//! whole checkpoint or none. The newest [`KEEP`] are kept. Restore takes the
+//! newest that decodes (a damaged newest one falls back to the one before,
+//! with a warning). Offsets are committed to Kafka only after the file is
+//! durable, so a crash at any point resumes from a state that reflects
+//! exactly the offsets it names (at-least-once; the alert outbox's ledger
+//! drops the replayed duplicates).
+//!
+//! CBOR (ciborium) because the state holds NaN (missing values) and must
+//! restore bit-identical floats.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+/// Checkpoint files kept.
+pub const KEEP: usize = 3;
+/// Format version; bumped on incompatible changes.
+pub const VERSION: u32 = 1;
+
+/// Next offset to read per (topic, partition).
+pub type Offsets = BTreeMap<(String, i32), i64>;
+
+/// Wall-clock epoch ms.
+pub fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Everything needed to resume.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub seq: u64,
+    /// Wall time it was taken.
+    pub created_ms: i64,
+    /// Event-time watermark of the alert stage.
+    pub watermark_ms: i64,
+    /// Next offset per (topic, partition), as a list (CBOR map keys).
+    #[serde(with = "offsets_list")]
+    pub offsets: Offsets,
+    /// One [`crate::pipeline::shard::Shard`] snapshot per shard, in order.
+    pub shards: Vec<Vec<u8>>,
+    /// The alert stage (engine included).
+    pub stage: Vec<u8>,
+    /// The sink (router groups); empty for sinks without state.
+    pub sink: Vec<u8>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    version: u32,
+    checkpoint: Checkpoint,
+}
+
+mod offsets_list {
+    use super::Offsets;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(o: &Offsets, s: S) -> Result<S::Ok, S::Error> {
+        let list: Vec<(&str, i32, i64)> = o
+            .iter()
+            .map(|((t, p), off)| (t.as_str(), *p, *off))
+            .collect();
+        list.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Offsets, D::Error> {
+        let list = Vec::<(String, i32, i64)>::deserialize(d)?;
+        Ok(list.into_iter().map(|(t, p, o)| ((t, p), o)).collect())
+    }
+}
+
+/// A directory of checkpoints.
+#[derive(Debug)]
+pub struct CheckpointStore {
+    dir: PathBuf,
+    next_seq: u64,
+}
+
+fn seq_of(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_prefix("checkpoint-")?
+        .strip_suffix(".cbor")?
+        .parse()
+        .ok()
+}
+
+impl CheckpointStore {
+    /// Opens (creating) `dir`; removes leftover `.tmp` files of a crash.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        fs::create_dir_all(dir)
+            .with_context(|| format!("creating checkpoint directory {}", dir.display()))?;
+        let mut store = CheckpointStore {
+            dir: dir.to_owned(),
+            next_seq: 1,
+        };
+        for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "tmp") {
+                let _ = fs::remove_file(&path);
+            }
+        }
+        if let Some(last) = store.list()?.last() {
+            store.next_seq = last.0 + 1;
+        }
+        Ok(store)
+    }
+
+    /// (seq, path) of every checkpoint, oldest first.
+    fn list(&self) -> anyhow::Result<Vec<(u64, PathBuf)>> {
+        let mut v = Vec::new();
+        for entry in
+            fs::read_dir(&self.dir).with_context(|| format!("listing {}", self.dir.display()))?
+        {
+            let path = entry?.path();
+            if let Some(seq) = seq_of(&path) {
+                v.push((seq, path));
+            }
+        }
+        v.sort();
+        Ok(v)
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Writes `ckpt` atomically; returns its size in bytes.
+    pub fn write(&mut self, ckpt: &Checkpoint) -> anyhow::Result<u64> {
+        let path = self.dir.join(format!("checkpoint-{:010}.cbor", ckpt.seq));
+        let tmp = path.with_extension("cbor.tmp");
+        let mut bytes = Vec::with_capacity(1 << 20);
+        let env = EnvelopeRef {
+            version: VERSION,
+            checkpoint: ckpt,
+        };
+        ciborium::into_writer(&env, &mut bytes)
+            .map_err(|e| anyhow::anyhow!("encoding checkpoint {}: {e}", ckpt.seq))?;
+        {
+            let mut f =
+                File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+            f.write_all(&bytes)
+                .and_then(|()| f.sync_all())
+                .with_context(|| format!("writing {}", tmp.display()))?;
+        }
+        fs::rename(&tmp, &path).with_context(|| format!("renaming {}", tmp.display()))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", self.dir.display()))?;
+        self.next_seq = ckpt.seq + 1;
+        let all = self.list()?;
+        if all.len() > KEEP {
+            for (_, old) in &all[..all.len() - KEEP] {
+                let _ = fs::remove_file(old);
+            }
+        }
+        Ok(bytes.len() as u64)
+    }
+
+    /// The newest checkpoint that decodes, if any.
+    pub fn latest(&self) -> anyhow::Result<Option<Checkpoint>> {
+        for (seq, path) in self.list()?.into_iter().rev() {
+            match read(&path) {
+                Ok(c) => return Ok(Some(c)),
+                Err(e) => tracing::warn!(seq, error = %e, "skipping an unreadable checkpoint"),
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[derive(Serialize)]
+struct EnvelopeRef<'a> {
+    version: u32,
+    checkpoint: &'a Checkpoint,
+}
+
+fn read(path: &Path) -> anyhow::Result<Checkpoint> {
+    let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let env: Envelope = ciborium::from_reader(std::io::BufReader::new(f))
+        .map_err(|e| anyhow::anyhow!("decoding {}: {e}", path.display()))?;
+    anyhow::ensure!(
+        env.version == VERSION,
+        "{} has checkpoint format {}, this build reads {VERSION}",
+        path.display(),
+        env.version
+    );
+    Ok(env.checkpoint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ckpt(seq: u64) -> Checkpoint {
+        let mut offsets = Offsets::new();
+        offsets.insert(("telemetry".into(), 3), 42);
+        Checkpoint {
+            seq,
+            created_ms: 1,
+            watermark_ms: 2,
+            offsets,
+            shards: vec![vec![1, 2, 3], vec![]],
+            stage: vec![9],
+            sink: vec![],
+        }
+    }
+
+    #[test]
+    fn writes_atomically_keeps_the_newest_and_skips_damaged_files() {
+        let dir = std::env::temp_dir().join(format!("fw-ckpt-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut store = CheckpointStore::open(&dir).expect("open");
+        for _ in 0..5 {
+            let seq = store.next_seq();
+            store.write(&ckpt(seq)).expect("write");
+        }
+        let names: Vec<_> = store
+            .list()
+            .expect("list")
+            .into_iter()
+            .map(|x| x.0)
+            .collect();
+        assert_eq!(names, vec![3, 4, 5]);
+        let c = store.latest().expect("latest").expect("some");
+        assert_eq!(c.seq, 5);
+        assert_eq!(c.offsets.get(&("telemetry".to_string(), 3)), Some(&42));
+        // A torn newest file falls back to the one before; tmp files vanish.
+        fs::write(dir.join("checkpoint-0000000006.cbor"), b"\xa1garbage").expect("write");
+        fs::write(dir.join("checkpoint-0000000007.cbor.tmp"), b"partial").expect("write");
+        let store = CheckpointStore::open(&dir).expect("reopen");
+        assert_eq!(store.next_seq(), 7);
+        assert_eq!(store.latest().expect("latest").expect("some").seq, 5);
+        assert!(!dir.join("checkpoint-0000000007.cbor.tmp").exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

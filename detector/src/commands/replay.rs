@@ -1,0 +1,154 @@
+//! `forewarn replay`: produces recorded telemetry into Kafka, in the
+//! telemetry contract's native JSON, keyed by GPU UUID so each GPU's
+//! samples stay ordered in one partition. By default one host's samples of
+//! one instant travel as one JSON array (the efficient way, per the
+//! contract); `--per-gpu` sends one sample per message. `--speed N` paces
+//! event time at N× real time (0 = as fast as the broker takes it).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use features::Sample;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+use crate::sources::{DeadLetters, file};
+use crate::state::SharedState;
+
+/// Produce telemetry files into a Kafka topic.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Telemetry files (Parquet from `forewarn simulate`, JSON lines,
+    /// dcgm-exporter text, nvidia-smi CSV); `-` is stdin.
+    #[arg(long, required = true, num_args = 1..)]
+    pub input: Vec<PathBuf>,
+    /// Bootstrap brokers, host:port[,host:port].
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    /// Topic to produce to.
+    #[arg(long, default_value = "telemetry")]
+    pub topic: String,
+    /// Event time per wall second (0 = as fast as possible).
+    #[arg(long, default_value_t = 0.0)]
+    pub speed: f64,
+    /// One sample per message instead of one array per host and instant.
+    #[arg(long)]
+    pub per_gpu: bool,
+    /// Extra librdkafka producer options, `key=value` (repeatable).
+    #[arg(long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
+}
+
+pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.speed >= 0.0 && args.speed.is_finite(),
+        "--speed must be a finite number >= 0"
+    );
+    let mut cfg = ClientConfig::new();
+    cfg.set("bootstrap.servers", &args.brokers)
+        .set("linger.ms", "5")
+        .set("queue.buffering.max.messages", "200000")
+        .set("message.timeout.ms", "60000");
+    for o in &args.options {
+        let (k, v) = o
+            .split_once('=')
+            .with_context(|| format!("--option {o:?} is not key=value"))?;
+        cfg.set(k, v);
+    }
+    let producer: ThreadedProducer<DefaultProducerContext> =
+        cfg.create().context("creating the Kafka producer")?;
+    let state = SharedState::new();
+    let mut dead = DeadLetters::open(None)?;
+    let progress = crate::progress::counter("samples produced");
+    let started = Instant::now();
+    let mut first_ts: Option<i64> = None;
+    let (mut messages, mut samples) = (0u64, 0u64);
+    let mut buf = Vec::with_capacity(64 * 1024);
+    file::read_inputs(&args.input, &state, &mut dead, |batch| {
+        for group in group(batch, args.per_gpu) {
+            let ts = group[0].ts_ms;
+            if args.speed > 0.0 {
+                let t0 = *first_ts.get_or_insert(ts);
+                let due = Duration::from_secs_f64((ts - t0).max(0) as f64 / 1000.0 / args.speed);
+                if let Some(wait) = due.checked_sub(started.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+            buf.clear();
+            if group.len() == 1 {
+                serde_json::to_writer(&mut buf, &group[0])?;
+            } else {
+                serde_json::to_writer(&mut buf, &group)?;
+            }
+            let key = group[0].gpu.as_bytes();
+            send(&producer, &args.topic, key, &buf)?;
+            messages += 1;
+            samples += group.len() as u64;
+            progress.set_position(samples);
+        }
+        Ok(())
+    })?;
+    producer
+        .flush(Duration::from_secs(60))
+        .context("flushing the producer (is the broker up?)")?;
+    progress.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "produced {samples} samples in {messages} messages to {} in {secs:.1} s ({:.0} samples/s); {} undecodable records skipped",
+        args.topic,
+        samples as f64 / secs.max(1e-9),
+        dead.count
+    );
+    Ok(())
+}
+
+/// Sends, waiting while the local queue is full.
+fn send(
+    p: &ThreadedProducer<DefaultProducerContext>,
+    topic: &str,
+    key: &[u8],
+    payload: &[u8],
+) -> anyhow::Result<()> {
+    let mut rec = BaseRecord::<[u8], [u8]>::to(topic)
+        .key(key)
+        .payload(payload);
+    loop {
+        match p.send(rec) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                rec = r;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err((e, _)) => return Err(e).context("producing a message"),
+        }
+    }
+}
+
+/// Splits a batch into messages: per host and instant (arrays) or per GPU.
+fn group(batch: Vec<Sample>, per_gpu: bool) -> Vec<Vec<Sample>> {
+    if per_gpu {
+        return batch.into_iter().map(|s| vec![s]).collect();
+    }
+    let mut out: Vec<Vec<Sample>> = Vec::new();
+    let mut open: BTreeMap<(i64, String), usize> = BTreeMap::new();
+    for s in batch {
+        match s.topo.host.as_deref() {
+            None => out.push(vec![s]),
+            Some(h) => {
+                let k = (s.ts_ms, h.to_owned());
+                match open.get(&k) {
+                    Some(&i) => out[i].push(s),
+                    None => {
+                        open.insert(k, out.len());
+                        out.push(vec![s]);
+                    }
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,404 @@
+//! The Kafka source: a consumer group member (rdkafka, bundled librdkafka)
+//! feeding the pipeline, at-least-once.
+//!
+//! - Offsets are never auto-committed or auto-stored. Every
+//!   `checkpoint.interval` the source sends a barrier through the pipeline;
+//!   once the checkpoint holding the state that reflects offsets *N* is on
+//!   disk, *N* is committed. At start the newest checkpoint is restored and
+//!   each partition resumes at the checkpoint's offset (a seek when the
+//!   group's committed offset differs), so after `kill -9` the service
+//!   replays exactly what its state has not seen.
+//! - Backpressure: when the pipeline's queues are full the assigned
+//!   partitions are paused (the consumer keeps polling, so the group
+//!   session stays alive) and resumed when there is room.
+//! - Rebalance: before partitions are revoked, the batch in hand is sent, a
+//!   checkpoint is taken and its offsets committed synchronously.
+//! - A message is one sample or a JSON array of samples (a host's GPUs),
+//!   or dcgm-exporter text; undecodable messages are counted by reason and
+//!   written to the dead-letter topic and/or file with the reason.
+//! - Lag per partition (high watermark − next offset to process) comes from
+//!   librdkafka's statistics and the source's own position.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use features::Sample;
+use features::decode::{DecodeOutput, Encoding, adapter, native, sniff};
+use rdkafka::client::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::{Header, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, ThreadedProducer};
+use rdkafka::statistics::Statistics;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{BATCH, DeadLetters};
+use crate::checkpoint::Offsets;
+use crate::pipeline::{Checkpointer, Pipeline};
+use crate::state::State;
+
+/// Kafka settings (validated config).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KafkaSettings {
+    pub brokers: String,
+    pub topics: Vec<String>,
+    pub group_id: String,
+    /// librdkafka client options passed through (SASL, TLS, tuning).
+    pub options: BTreeMap<String, String>,
+    pub dead_letter_topic: Option<String>,
+    /// Ready once total lag (messages) is at most this.
+    pub ready_lag: i64,
+}
+
+/// Longest a partial batch waits before it is sent.
+const LINGER: Duration = Duration::from_millis(50);
+
+/// State shared with the consumer context (rebalance and statistics
+/// callbacks run inside `poll` on the source thread).
+struct Shared {
+    /// Next offset per partition of everything handed to the pipeline.
+    sent: Mutex<Offsets>,
+    /// Newest high watermark per partition, from statistics.
+    high: Mutex<BTreeMap<(String, i32), i64>>,
+    checkpointer: Option<Checkpointer>,
+    /// Set by a revoke: the loop must re-read its assignment.
+    revoked: AtomicBool,
+}
+
+struct Ctx {
+    shared: Arc<Shared>,
+}
+
+impl ClientContext for Ctx {
+    fn stats(&self, stats: Statistics) {
+        if let Ok(mut high) = self.shared.high.lock() {
+            for (topic, t) in &stats.topics {
+                for (p, part) in &t.partitions {
+                    if *p >= 0 && part.hi_offset >= 0 {
+                        high.insert((topic.clone(), *p), part.hi_offset);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for Ctx {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Revoke(tpl) = rebalance else {
+            if let Rebalance::Assign(tpl) = rebalance {
+                tracing::info!(partitions = tpl.count(), "partitions assigned");
+            }
+            return;
+        };
+        tracing::info!(
+            partitions = tpl.count(),
+            "partitions revoked: checkpointing"
+        );
+        self.shared.revoked.store(true, Ordering::Relaxed);
+        let Some(cp) = &self.shared.checkpointer else {
+            return;
+        };
+        let offsets = self
+            .shared
+            .sent
+            .lock()
+            .map(|o| o.clone())
+            .unwrap_or_default();
+        match cp.checkpoint_now(offsets) {
+            Ok(w) => {
+                if let Err(e) = commit(consumer, &w.offsets, CommitMode::Sync) {
+                    tracing::warn!(error = %e, "committing offsets at revoke");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "checkpoint at revoke failed"),
+        }
+    }
+}
+
+fn commit(consumer: &BaseConsumer<Ctx>, offsets: &Offsets, mode: CommitMode) -> anyhow::Result<()> {
+    if offsets.is_empty() {
+        return Ok(());
+    }
+    let mut tpl = TopicPartitionList::new();
+    for ((t, p), o) in offsets {
+        tpl.add_partition_offset(t, *p, Offset::Offset(*o))?;
+    }
+    consumer.commit(&tpl, mode)?;
+    Ok(())
+}
+
+/// Consumer options: ours first, then the operator's (which win).
+pub fn client_config(s: &KafkaSettings) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &s.brokers)
+        .set("group.id", &s.group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("statistics.interval.ms", "1000")
+        .set("enable.partition.eof", "false");
+    for (k, v) in &s.options {
+        c.set(k, v);
+    }
+    c
+}
+
+/// How often to checkpoint, and whether a checkpoint directory exists.
+pub struct CheckpointPolicy {
+    pub every: Duration,
+    /// Next offset per partition of the restored checkpoint.
+    pub resume: Offsets,
+}
+
+/// Consumes until `stop` is set. Returns samples handed to the pipeline.
+pub fn run(
+    settings: &KafkaSettings,
+    policy: Option<CheckpointPolicy>,
+    state: &State,
+    stop: &AtomicBool,
+    dead: &mut DeadLetters,
+    pipeline: &mut Pipeline,
+) -> anyhow::Result<u64> {
+    let shared = Arc::new(Shared {
+        sent: Mutex::new(
+            policy
+                .as_ref()
+                .map(|p| p.resume.clone())
+                .unwrap_or_default(),
+        ),
+        high: Mutex::new(BTreeMap::new()),
+        checkpointer: policy.as_ref().map(|_| pipeline.checkpointer()),
+        revoked: AtomicBool::new(false),
+    });
+    let consumer: BaseConsumer<Ctx> = client_config(settings)
+        .create_with_context(Ctx {
+            shared: shared.clone(),
+        })
+        .context("creating the Kafka consumer")?;
+    let topics: Vec<&str> = settings.topics.iter().map(String::as_str).collect();
+    consumer
+        .subscribe(&topics)
+        .with_context(|| format!("subscribing to {topics:?}"))?;
+    let dlq = match &settings.dead_letter_topic {
+        Some(_) => Some(
+            {
+                let mut c = ClientConfig::new();
+                c.set("bootstrap.servers", &settings.brokers);
+                for (k, v) in &settings.options {
+                    c.set(k, v);
+                }
+                c
+            }
+            .create::<ThreadedProducer<DefaultProducerContext>>()
+            .context("creating the dead-letter producer")?,
+        ),
+        None => None,
+    };
+    tracing::info!(brokers = %settings.brokers, topics = ?settings.topics, group = %settings.group_id, "consuming");
+
+    let mut resume: HashMap<(String, i32), (i64, bool)> = policy
+        .as_ref()
+        .map(|p| {
+            p.resume
+                .iter()
+                .map(|(k, o)| (k.clone(), (*o, false)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = DecodeOutput::default();
+    let mut asm = adapter::Assembler::new(2_000);
+    let mut batch: Vec<Sample> = Vec::with_capacity(BATCH);
+    let mut batch_offsets: Offsets = Offsets::new();
+    let mut batch_origin: Option<i64> = None;
+    let mut batch_started = Instant::now();
+    let mut paused = false;
+    let mut pending_commit = None;
+    let mut last_ckpt = Instant::now();
+    let mut last_lag = Instant::now();
+    let mut total = 0u64;
+    // Something was handed over since the last checkpoint.
+    let mut dirty = false;
+    let every = policy.as_ref().map(|p| p.every);
+
+    while !stop.load(Ordering::Relaxed) {
+        let full = pipeline.is_full();
+        if full != paused || shared.revoked.swap(false, Ordering::Relaxed) {
+            let assignment = consumer.assignment().context("reading the assignment")?;
+            if full {
+                consumer.pause(&assignment).context("pausing partitions")?;
+            } else {
+                consumer
+                    .resume(&assignment)
+                    .context("resuming partitions")?;
+            }
+            paused = full;
+        }
+        let timeout = if paused { 5 } else { 20 };
+        if let Some(msg) = consumer.poll(Duration::from_millis(timeout)) {
+            match msg {
+                Ok(m) => {
+                    let key = (m.topic().to_owned(), m.partition());
+                    // Resume exactly at the checkpoint's offset.
+                    if let Some((want, sought)) = resume.get_mut(&key) {
+                        if m.offset() < *want {
+                            continue;
+                        }
+                        if m.offset() > *want && !*sought {
+                            *sought = true;
+                            tracing::info!(topic = %key.0, partition = key.1, from = m.offset(), to = *want, "seeking to the checkpoint's offset");
+                            consumer
+                                .seek(
+                                    &key.0,
+                                    key.1,
+                                    Offset::Offset(*want),
+                                    Duration::from_secs(10),
+                                )
+                                .context("seeking to the checkpoint offset")?;
+                            continue;
+                        }
+                        resume.remove(&key);
+                    }
+                    let payload = m.payload().unwrap_or_default();
+                    out.clear();
+                    match sniff(payload) {
+                        Some(Encoding::Adapter) => match adapter::parse(payload) {
+                            Ok(msg) => asm.push(msg, &mut out),
+                            Err(e) => out.errors.push(e),
+                        },
+                        Some(Encoding::Native) | None => native::decode_into(payload, &mut out),
+                        Some(_) => {
+                            let o =
+                                features::decode(payload, m.timestamp().to_millis().unwrap_or(0));
+                            out.samples.extend(o.samples);
+                            out.errors.extend(o.errors);
+                        }
+                    }
+                    let source = format!("{}/{}@{}", key.0, key.1, m.offset());
+                    for e in &out.errors {
+                        dead.record(state, &source, e, payload);
+                        if let (Some(p), Some(topic)) = (&dlq, &settings.dead_letter_topic) {
+                            let headers = OwnedHeaders::new()
+                                .insert(Header {
+                                    key: "reason",
+                                    value: Some(e.reason()),
+                                })
+                                .insert(Header {
+                                    key: "source",
+                                    value: Some(source.as_str()),
+                                });
+                            let mut rec = BaseRecord::<[u8], [u8]>::to(topic)
+                                .payload(payload)
+                                .headers(headers);
+                            if let Some(k) = m.key() {
+                                rec = rec.key(k);
+                            }
+                            if let Err((err, _)) = p.send(rec) {
+                                tracing::warn!(error = %err, "dead-letter topic send failed");
+                            }
+                        }
+                    }
+                    if let Some(ts) = m.timestamp().to_millis() {
+                        batch_origin = Some(batch_origin.map_or(ts, |o| o.min(ts)));
+                    }
+                    if batch.is_empty() {
+                        batch_started = Instant::now();
+                    }
+                    batch.append(&mut out.samples);
+                    batch_offsets.insert(key, m.offset() + 1);
+                }
+                Err(e) => tracing::warn!(error = %e, "Kafka consumer error"),
+            }
+        }
+        let due = batch.len() >= BATCH || (!batch.is_empty() && batch_started.elapsed() >= LINGER);
+        let ckpt_due = every.is_some_and(|e| last_ckpt.elapsed() >= e) && pending_commit.is_none();
+        if (due && !paused) || (ckpt_due && !batch_offsets.is_empty()) {
+            total += batch.len() as u64;
+            state
+                .metrics
+                .samples_in
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let b = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            pipeline.send_from(b, batch_origin.take())?;
+            if let Ok(mut sent) = shared.sent.lock() {
+                sent.append(&mut batch_offsets);
+            }
+            batch_offsets.clear();
+            dirty = true;
+        }
+        if ckpt_due && dirty {
+            dirty = false;
+            last_ckpt = Instant::now();
+            if let Some(cp) = &shared.checkpointer {
+                let offsets = shared.sent.lock().map(|o| o.clone()).unwrap_or_default();
+                pending_commit = Some(cp.request(offsets)?);
+            }
+        }
+        if let Some(rx) = &pending_commit {
+            match rx.try_recv() {
+                Ok(Ok(w)) => {
+                    pending_commit = None;
+                    if let Err(e) = commit(&consumer, &w.offsets, CommitMode::Async) {
+                        tracing::warn!(error = %e, "committing offsets");
+                    }
+                }
+                Ok(Err(e)) => {
+                    pending_commit = None;
+                    tracing::error!(error = %e, "checkpoint failed; offsets not committed");
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    anyhow::bail!("the pipeline stopped")
+                }
+            }
+        }
+        if last_lag.elapsed() >= Duration::from_secs(1) {
+            last_lag = Instant::now();
+            report_lag(&shared, state, settings.ready_lag);
+        }
+    }
+    if !batch.is_empty() {
+        total += batch.len() as u64;
+        pipeline.send_from(batch, batch_origin)?;
+        if let Ok(mut sent) = shared.sent.lock() {
+            sent.append(&mut batch_offsets);
+        }
+    }
+    // A clean stop checkpoints and commits everything handed over.
+    if let Some(cp) = &shared.checkpointer {
+        let offsets = shared.sent.lock().map(|o| o.clone()).unwrap_or_default();
+        let w = cp.checkpoint_now(offsets)?;
+        commit(&consumer, &w.offsets, CommitMode::Sync)?;
+        tracing::info!(
+            seq = w.seq,
+            "final checkpoint written and offsets committed"
+        );
+    }
+    dead.flush();
+    Ok(total)
+}
+
+/// Publishes lag per partition and readiness (caught up within the bound).
+fn report_lag(shared: &Shared, state: &State, ready_lag: i64) {
+    let (Ok(high), Ok(sent)) = (shared.high.lock(), shared.sent.lock()) else {
+        return;
+    };
+    if high.is_empty() {
+        return;
+    }
+    let mut total = 0i64;
+    for ((t, p), hi) in high.iter() {
+        let next = sent.get(&(t.clone(), *p)).copied().unwrap_or(0);
+        let lag = (hi - next).max(0);
+        total += lag;
+        state.metrics.set_lag(format!("{t}/{p}"), lag);
+    }
+    let ready = total <= ready_lag;
+    if ready != state.is_ready() {
+        tracing::info!(lag = total, ready, "consumer lag");
+    }
+    state.set_ready(ready);
+}

@@ -1,0 +1,298 @@
+//! The service end to end on a real broker: a simulated fleet →
+//! `forewarn replay` → tansu → `forewarn serve` → PagerDuty and Slack
+//! receivers on 127.0.0.1. The service is killed with SIGKILL mid-stream and
+//! restarted from its checkpoint; the receivers must end with exactly the
+//! incidents an uninterrupted run (`forewarn backtest` on the same
+//! telemetry and policy) pages, none paged twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use forewarn_tests::broker::Broker;
+use forewarn_tests::receiver::Receiver;
+use forewarn_tests::{forewarn, forewarn_bin, free_port, http_get, metric, scratch};
+use serde_json::Value;
+
+/// The built-in policy's lifecycle and correlation, with routes to PagerDuty
+/// (critical, one group per alert) and Slack (everything).
+fn alert_policy(pd: u16, outbox: &str) -> String {
+    let default = include_str!("../../detector/src/config/default_alerts.toml");
+    let head = default.split("\n[route]").next().expect("policy head");
+    let mut s = String::new();
+    for line in head.lines() {
+        match line.strip_prefix('[') {
+            Some(rest) if !rest.starts_with('[') => s.push_str(&format!("[alerts.{rest}\n")),
+            _ => {
+                s.push_str(line);
+                s.push('\n');
+            }
+        }
+    }
+    s.push_str(&format!(
+        r#"
+[alerts.route]
+receiver = "slack"
+group_by = ["kind", "rack"]
+group_wait = "0s"
+group_interval = "1m"
+repeat_interval = "24h"
+
+[[alerts.route.routes]]
+matchers = ['severity="critical"']
+receiver = "pagerduty"
+group_by = ["..."]
+group_wait = "0s"
+continue = true
+
+[[alerts.receivers]]
+type = "pagerduty"
+name = "pagerduty"
+url = "http://127.0.0.1:{pd}/v2/enqueue"
+routing_key = {{ env = "FW_E2E_PD_KEY" }}
+
+[[alerts.receivers]]
+type = "slack"
+name = "slack"
+webhook_url = {{ env = "FW_E2E_SLACK_URL" }}
+min_interval = "0s"
+
+[alerts.outbox]
+dir = "{outbox}"
+initial_backoff = "100ms"
+"#
+    ));
+    s
+}
+
+fn serve(dir: &Path, pd: u16) -> Child {
+    Command::new(forewarn_bin())
+        .args(["serve", "--config", "forewarn.toml"])
+        .current_dir(dir)
+        .env("FW_E2E_PD_KEY", "e2e-routing-key")
+        .env("FW_E2E_SLACK_URL", format!("http://127.0.0.1:{pd}/slack"))
+        .env("FOREWARN_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("serve.log"))
+                .expect("serve log"),
+        )
+        .spawn()
+        .expect("spawn forewarn serve")
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Incidents opened per dedup key, PagerDuty's way: a trigger opens one
+/// unless that key is already open; a resolve closes it.
+fn incidents(pd_events: &[Value]) -> BTreeMap<String, u32> {
+    let mut open = BTreeSet::new();
+    let mut opened: BTreeMap<String, u32> = BTreeMap::new();
+    for e in pd_events {
+        let key = e["dedup_key"].as_str().expect("dedup_key").to_string();
+        match e["event_action"].as_str() {
+            Some("trigger") => {
+                if open.insert(key.clone()) {
+                    *opened.entry(key).or_default() += 1;
+                }
+            }
+            Some("resolve") => {
+                open.remove(&key);
+            }
+            other => panic!("unexpected event_action {other:?}"),
+        }
+    }
+    opened
+}
+
+#[test]
+fn kafka_to_receivers_survives_kill_9_without_double_pages() {
+    let dir = scratch("kafka");
+    let Some(broker) = Broker::start(&dir.join("broker")) else {
+        return;
+    };
+    broker.create_topic("telemetry", 2);
+    forewarn(
+        &[
+            "simulate",
+            "--gpus",
+            "96",
+            "--hours",
+            "12",
+            "--seed",
+            "5",
+            "--failure-rate",
+            "0.4",
+            "--format",
+            "jsonl",
+            "--out",
+            "sim",
+        ],
+        &dir,
+    );
+    let pd = Receiver::start();
+    let api = free_port();
+    let config = format!(
+        r#"
+[source]
+type = "kafka"
+brokers = "{}"
+topics = ["telemetry"]
+group_id = "forewarn-e2e"
+ready_lag = 0
+
+[checkpoint]
+dir = "ckpt"
+interval_s = 0.5
+
+[api]
+listen = "127.0.0.1:{api}"
+{}"#,
+        broker.addr(),
+        alert_policy(pd.port, "outbox")
+    );
+    std::fs::write(dir.join("forewarn.toml"), &config).expect("config");
+    // The uninterrupted reference: the same pipeline and policy on the file.
+    forewarn(
+        &[
+            "backtest",
+            "--config",
+            "forewarn.toml",
+            "--input",
+            "sim/telemetry.jsonl",
+            "--alerts-out",
+            "reference.jsonl",
+        ],
+        &dir,
+    );
+    let reference: Vec<Value> = std::fs::read_to_string(dir.join("reference.jsonl"))
+        .expect("reference")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let mut expected: BTreeMap<String, u32> = BTreeMap::new();
+    for e in &reference {
+        if e["status"] == "firing" && e["severity"] == "critical" {
+            *expected
+                .entry(e["dedup_key"].as_str().expect("key").to_string())
+                .or_default() += 1;
+        }
+    }
+    assert!(!expected.is_empty(), "the fleet has failures that page");
+
+    // Live: replay paced at 1 event-hour per second while the service runs.
+    let mut svc = serve(&dir, pd.port);
+    wait_for("the API", Duration::from_secs(60), || {
+        http_get(api, "/healthz").is_some()
+    });
+    let mut replay = Command::new(forewarn_bin())
+        .args([
+            "replay",
+            "--input",
+            "sim/telemetry.jsonl",
+            "--brokers",
+            &broker.addr(),
+            "--topic",
+            "telemetry",
+            "--speed",
+            "3600",
+        ])
+        .current_dir(&dir)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn replay");
+    // Kill -9 mid-stream, after a checkpoint and some alerts.
+    wait_for("a checkpoint mid-stream", Duration::from_secs(120), || {
+        http_get(api, "/metrics").is_some_and(|m| {
+            metric(&m, "forewarn_checkpoints_total") >= 2.0
+                && metric(&m, "forewarn_samples_ingested_total") > 40_000.0
+        })
+    });
+    svc.kill().expect("kill -9");
+    svc.wait().expect("reap");
+    let before_restart = pd.bodies("/v2/enqueue").len();
+    let mut svc = serve(&dir, pd.port);
+    assert!(replay.wait().expect("replay").success(), "replay failed");
+    let total = std::fs::read_to_string(dir.join("sim/telemetry.jsonl"))
+        .expect("telemetry")
+        .lines()
+        .count();
+    // Caught up: lag zero everywhere, then a quiet spell at the receivers.
+    wait_for("the service to catch up", Duration::from_secs(180), || {
+        http_get(api, "/readyz").is_some()
+            && http_get(api, "/metrics").is_some_and(|m| {
+                m.contains("forewarn_consumer_lag{") && metric(&m, "forewarn_consumer_lag") == 0.0
+            })
+    });
+    let mut last = (0, Instant::now());
+    wait_for("deliveries to settle", Duration::from_secs(60), || {
+        let n = pd.log.lock().expect("log").len();
+        if n != last.0 {
+            last = (n, Instant::now());
+        }
+        last.1.elapsed() > Duration::from_secs(3)
+    });
+
+    let events = pd.bodies("/v2/enqueue");
+    let got = incidents(&events);
+    let ranked: Value =
+        serde_json::from_str(&http_get(api, "/v1/gpus?sort=risk&limit=20").expect("gpus"))
+            .expect("json");
+    svc.kill().ok();
+    svc.wait().ok();
+    eprintln!(
+        "{total} samples; {} PagerDuty events ({before_restart} before the kill); incidents {got:?}; expected {expected:?}",
+        events.len()
+    );
+    assert!(before_restart > 0, "something was paged before the kill");
+    assert!(
+        !pd.bodies("/slack").is_empty(),
+        "Slack got the warnings and pages"
+    );
+    for e in &events {
+        assert_eq!(e["routing_key"], "e2e-routing-key");
+    }
+    assert_eq!(
+        got, expected,
+        "every incident of the uninterrupted run, each paged once"
+    );
+    // The paged GPUs lead the risk ranking.
+    let paged_gpus: BTreeSet<String> = got
+        .keys()
+        .filter_map(|k| k.strip_prefix("forewarn/gpu/"))
+        .filter_map(|k| k.split('/').next())
+        .map(str::to_string)
+        .collect();
+    let items = ranked["items"].as_array().expect("items");
+    let top: Vec<&str> = items
+        .iter()
+        .take(paged_gpus.len().min(3))
+        .map(|i| i["gpu"].as_str().expect("gpu"))
+        .collect();
+    for g in &top {
+        assert!(
+            paged_gpus.contains(*g),
+            "{g} ranks high but was never paged: {items:?}"
+        );
+    }
+    // Benign events page nobody: every paged GPU has a labelled failure.
+    let labels = std::fs::read_to_string(dir.join("sim/labels.csv")).expect("labels");
+    for g in &paged_gpus {
+        assert!(
+            labels.contains(g.as_str()),
+            "{g} was paged without a labelled failure"
+        );
+    }
+    drop(broker);
+    std::fs::remove_dir_all(&dir).ok();
+}
