@@ -17,6 +17,10 @@ pub const SHARD_LATENCY: &str = "forewarn_stage_batch_seconds";
 pub const GPUS: &str = "forewarn_gpus";
 pub const LAG: &str = "forewarn_consumer_lag";
 pub const MODEL_VERSION: &str = "forewarn_model_info";
+pub const SINK_DELIVERED: &str = "forewarn_sink_delivered_total";
+pub const SINK_RETRIES: &str = "forewarn_sink_failures_total";
+pub const SINK_DEAD: &str = "forewarn_sink_dead_lettered_total";
+pub const SINK_PENDING: &str = "forewarn_sink_pending";
 pub const DECISION_LATENCY: &str = "forewarn_broker_to_decision_seconds";
 pub const CHECKPOINTS: &str = "forewarn_checkpoints_total";
 pub const CHECKPOINT_BYTES: &str = "forewarn_checkpoint_bytes";
@@ -227,5 +231,28 @@ impl Metrics {
             "# HELP {MODEL_VERSION} Loaded model versions.\n# TYPE {MODEL_VERSION} gauge\n{MODEL_VERSION}{{version=\"{model_version}\"}} 1"
         );
         s
+    }
+}
+
+/// Per-receiver delivery counters of the alert outbox.
+pub fn render_sinks(s: &mut String, outbox: &alerts::Outbox, receivers: &[String]) {
+    let rows: [(&str, &str, &str); 4] = [
+        (SINK_DELIVERED, "counter", "Notifications a receiver accepted."),
+        (SINK_RETRIES, "counter", "Failed delivery attempts (retried)."),
+        (SINK_DEAD, "counter", "Notifications given up on (dead-lettered)."),
+        (SINK_PENDING, "gauge", "Notifications waiting in the outbox."),
+    ];
+    for (name, kind, help) in rows {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for r in receivers {
+            let v = match (name, outbox.stats(r)) {
+                (SINK_PENDING, _) => outbox.pending(r) as u64,
+                (SINK_DELIVERED, Some(st)) => st.delivered.load(Relaxed),
+                (SINK_RETRIES, Some(st)) => st.retries.load(Relaxed),
+                (SINK_DEAD, Some(st)) => st.dead_lettered.load(Relaxed),
+                _ => 0,
+            };
+            let _ = writeln!(s, "{name}{{receiver=\"{r}\"}} {v}");
+        }
     }
 }

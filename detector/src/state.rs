@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use alerts::{AlertEvent, Status};
 use features::GpuId;
@@ -44,18 +45,51 @@ pub struct SharedState {
     pub metrics: Metrics,
     /// True once restored and caught up.
     pub ready: AtomicBool,
+    /// Silences known to the alert engine (published on every change).
+    pub silences: RwLock<Vec<alerts::Silence>>,
+    /// Commands into the running pipeline (set once it starts).
+    pub pipeline: OnceLock<crate::pipeline::PipelineHandle>,
+    /// Settings of the changing endpoints.
+    pub admin: Admin,
+    /// The alert outbox and its receivers, for delivery metrics.
+    pub outbox: OnceLock<(Arc<alerts::Outbox>, Vec<String>)>,
+}
+
+/// Settings of the endpoints that change things (silences, labels, model
+/// reloads): they need the bearer token; with no token configured they are
+/// refused.
+#[derive(Debug, Default)]
+pub struct Admin {
+    pub token: Option<String>,
+    /// Operator labels (`POST /v1/labels`) are appended here (contract CSV).
+    pub labels_file: Option<PathBuf>,
 }
 
 pub type State = Arc<SharedState>;
 
 impl SharedState {
     pub fn new() -> State {
+        Self::with_admin(Admin::default())
+    }
+
+    pub fn with_admin(admin: Admin) -> State {
         Arc::new(SharedState {
             gpus: RwLock::new(HashMap::new()),
             alerts: RwLock::new(AlertView::default()),
             metrics: Metrics::default(),
             ready: AtomicBool::new(false),
+            silences: RwLock::new(Vec::new()),
+            pipeline: OnceLock::new(),
+            admin,
+            outbox: OnceLock::new(),
         })
+    }
+
+    /// Publishes the engine's silences.
+    pub fn set_silences(&self, list: Vec<alerts::Silence>) {
+        if let Ok(mut s) = self.silences.write() {
+            *s = list;
+        }
     }
 
     /// Publishes a batch of assessments.

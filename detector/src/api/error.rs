@@ -9,6 +9,12 @@ use axum::response::{IntoResponse, Response};
 pub enum ApiError {
     NotFound(String),
     BadRequest(String),
+    /// No or wrong bearer token.
+    Unauthorized(String),
+    /// Changes are disabled (no token configured).
+    Forbidden(String),
+    /// The pipeline cannot take the request now.
+    Unavailable(String),
     Internal(String),
 }
 
@@ -17,6 +23,9 @@ impl IntoResponse for ApiError {
         let (status, msg) = match self {
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
+            ApiError::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m),
+            ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, m),
+            ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
             ApiError::Internal(m) => {
                 tracing::error!(error = %m, "internal error serving a request");
                 (

@@ -4,13 +4,14 @@
 //! scoring. `app(state)` builds the router so tests call it with
 //! `oneshot` and no socket (axum `examples/testing`).
 
+mod admin;
 mod error;
 mod gpus;
 
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{delete, get};
 
 pub use error::ApiError;
 
@@ -30,6 +31,12 @@ pub fn app(state: State) -> Router {
         .route("/v1/gpus/{uuid}", get(gpus::one))
         .route("/v1/fleet", get(gpus::fleet))
         .route("/v1/alerts", get(gpus::alerts))
+        .route(
+            "/v1/silences",
+            get(admin::list_silences).post(admin::add_silence),
+        )
+        .route("/v1/silences/{id}", delete(admin::expire_silence))
+        .route("/v1/labels", axum::routing::post(admin::add_labels))
         .with_state(state)
 }
 
@@ -47,10 +54,11 @@ async fn metrics(axum::extract::State(state): axum::extract::State<State>) -> im
         .metrics
         .gpus
         .store(gpus as u64, std::sync::atomic::Ordering::Relaxed);
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(MODEL_VERSION),
-    )
+    let mut text = state.metrics.render(MODEL_VERSION);
+    if let Some((outbox, receivers)) = state.outbox.get() {
+        crate::metrics::render_sinks(&mut text, outbox, receivers);
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 async fn openapi() -> impl IntoResponse {

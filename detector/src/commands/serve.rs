@@ -20,7 +20,7 @@ use crate::pipeline::alerting::AlertStage;
 use crate::pipeline::shard::Shard;
 use crate::pipeline::{AlertSink, Pipeline, PipelineConfig};
 use crate::sources::{DeadLetters, file, kafka, simulator};
-use crate::state::{SharedState, State};
+use crate::state::{Admin, SharedState, State};
 
 /// Run the service (with no config: the built-in simulated fleet demo).
 #[derive(Debug, Args)]
@@ -170,12 +170,27 @@ fn restore_or_new(cfg: &Config, sys: &AlertSystem) -> anyhow::Result<Start> {
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
-    let state = SharedState::new();
+    let token = std::env::var(&cfg.token_env).ok().filter(|t| !t.is_empty());
+    if token.is_none() {
+        tracing::info!(
+            "{} is unset: silences, labels and model reloads over REST are disabled",
+            cfg.token_env
+        );
+    }
+    let state = SharedState::with_admin(Admin {
+        token,
+        labels_file: Some(cfg.labels_file.clone()),
+    });
     let shutdown = CancellationToken::new();
     let sys = AlertSystem::open(&cfg.alerts).context("opening the alert outbox and receivers")?;
     let workers = sys.spawn_delivery(&shutdown);
+    let _ = state.outbox.set((
+        sys.outbox.clone(),
+        sys.sinks.iter().map(|s| s.name().to_owned()).collect(),
+    ));
     let start = restore_or_new(&cfg, &sys)?;
     let resume = start.resume;
+    state.set_silences(start.stage.engine.silences().to_vec());
     let mut pipeline = Pipeline::start(
         start.shards,
         start.stage,
@@ -185,6 +200,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         state.clone(),
         start.store,
     )?;
+    let _ = state.pipeline.set(pipeline.handle());
 
     let stop = Arc::new(AtomicBool::new(false));
     let source = {

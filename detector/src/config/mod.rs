@@ -102,6 +102,10 @@ pub struct RawApi {
     /// Environment variable holding the bearer token for changes (silences,
     /// labels, reloads). Default `FOREWARN_API_TOKEN`; unset = changes refused.
     pub token_env: Option<String>,
+    /// Label store: `POST /v1/labels` appends here (the contract's
+    /// `gpu,ts,kind` CSV, read by `forewarn train --labels`). Default
+    /// `forewarn-labels.csv`.
+    pub labels_file: Option<PathBuf>,
 }
 
 /// Source kinds.
@@ -128,6 +132,7 @@ pub struct Config {
     pub alerts: alerts::Config,
     pub listen: SocketAddr,
     pub token_env: String,
+    pub labels_file: PathBuf,
     /// Checkpoint directory (none: no checkpoints).
     pub checkpoint_dir: Option<PathBuf>,
     pub checkpoint_every: Duration,
@@ -282,6 +287,11 @@ impl RawConfig {
             features,
             alerts,
             listen,
+            labels_file: self
+                .api
+                .labels_file
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("forewarn-labels.csv")),
             token_env: self
                 .api
                 .token_env
@@ -330,5 +340,42 @@ mod tests {
             RawConfig::from_toml("[pipline]\n").is_err(),
             "unknown keys are errors"
         );
+    }
+
+    #[test]
+    fn the_annotated_example_is_valid() {
+        let raw = RawConfig::from_toml(include_str!("../../../docs/forewarn.example.toml"))
+            .expect("example parses");
+        raw.validate().expect("example validates");
+    }
+
+    #[test]
+    fn kafka_needs_brokers_and_refuses_auto_commit() {
+        let e = RawConfig::from_toml("[source]\ntype = \"kafka\"\n")
+            .and_then(|r| r.validate().map(|_| ()))
+            .expect_err("no brokers");
+        assert_eq!(e.key, "source.brokers");
+        let e = RawConfig::from_toml(
+            "[source]\ntype = \"kafka\"\nbrokers = \"127.0.0.1:9092\"\n[source.options]\n\"enable.auto.commit\" = \"true\"\n",
+        )
+        .and_then(|r| r.validate().map(|_| ()))
+        .expect_err("auto commit");
+        assert_eq!(e.key, "source.options.enable.auto.commit");
+        let c = RawConfig::from_toml(
+            "[source]\ntype = \"kafka\"\nbrokers = \"127.0.0.1:9092\"\n[checkpoint]\ninterval_s = 5\n",
+        )
+        .expect("parses")
+        .validate()
+        .expect("valid");
+        let SourceKind::Kafka(k) = &c.source else {
+            panic!("kafka source")
+        };
+        assert_eq!(k.topics, vec!["telemetry".to_string()]);
+        assert_eq!(k.group_id, "forewarn");
+        assert_eq!(
+            c.checkpoint_dir.as_deref(),
+            Some(std::path::Path::new("forewarn-checkpoints"))
+        );
+        assert_eq!(c.checkpoint_every, Duration::from_secs(5));
     }
 }

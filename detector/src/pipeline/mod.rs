@@ -100,6 +100,22 @@ pub(crate) enum ShardMsg {
     Batch(Vec<Sample>, Option<i64>),
     /// Serialize your state; shard 0 carries the request on.
     Snapshot(Option<Box<SnapshotRequest>>),
+    /// A command for the alert thread; shard 0 carries it on, in order
+    /// with the data.
+    Control(Option<Box<ControlRequest>>),
+}
+
+/// Commands the REST API sends to the alert stage.
+#[derive(Debug)]
+pub enum Command {
+    AddSilence(alerts::Silence),
+    ExpireSilence(String),
+}
+
+/// A command and where its answer goes.
+pub(crate) struct ControlRequest {
+    command: Command,
+    reply: Sender<Result<serde_json::Value, String>>,
 }
 
 /// A checkpoint request, carried by shard 0's output to the alert thread.
@@ -108,14 +124,15 @@ pub(crate) struct SnapshotRequest {
     reply: Option<Sender<anyhow::Result<Written>>>,
 }
 
-/// A cloneable handle that asks for checkpoints: held by the source loop
-/// and by a Kafka rebalance callback.
-#[derive(Clone)]
-pub struct Checkpointer {
+/// A cloneable handle into a running pipeline: asks for checkpoints (the
+/// source loop, a Kafka rebalance callback) and sends commands to the alert
+/// stage (the REST API), in order with the data.
+#[derive(Clone, Debug)]
+pub struct PipelineHandle {
     inputs: Vec<SyncSender<ShardMsg>>,
 }
 
-impl Checkpointer {
+impl PipelineHandle {
     /// Asks for a checkpoint reflecting everything sent so far; the result
     /// arrives on the returned channel once the file is durable.
     pub fn request(&self, offsets: Offsets) -> anyhow::Result<Receiver<anyhow::Result<Written>>> {
@@ -129,6 +146,21 @@ impl Checkpointer {
                 .map_err(|_| anyhow::anyhow!("a shard stopped"))?;
         }
         Ok(rx)
+    }
+
+    /// Sends a command to the alert stage and waits for its answer
+    /// (blocking: call from a blocking thread). `Err` is a message for the
+    /// client (e.g. an unknown silence id).
+    pub fn control(&self, command: Command) -> anyhow::Result<Result<serde_json::Value, String>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut req = Some(Box::new(ControlRequest { command, reply: tx }));
+        for input in &self.inputs {
+            input
+                .send(ShardMsg::Control(req.take()))
+                .map_err(|_| anyhow::anyhow!("the pipeline stopped"))?;
+        }
+        rx.recv()
+            .map_err(|_| anyhow::anyhow!("the alert thread stopped before answering"))
     }
 
     /// Requests a checkpoint and waits for it.
@@ -195,6 +227,10 @@ impl Pipeline {
                                 out.snapshot = Some(shard.snapshot());
                                 out.request = req;
                             }
+                            ShardMsg::Control(req) => {
+                                out.is_control = true;
+                                out.control = req;
+                            }
                         }
                         if otx.send(out).is_err() {
                             break;
@@ -237,8 +273,8 @@ impl Pipeline {
     }
 
     /// A handle that requests checkpoints.
-    pub fn checkpointer(&self) -> Checkpointer {
-        Checkpointer {
+    pub fn handle(&self) -> PipelineHandle {
+        PipelineHandle {
             inputs: self.inputs.clone(),
         }
     }
@@ -307,6 +343,13 @@ impl AlertThread {
                 let Ok(mut out) = self.outputs[i].recv() else {
                     break 'outer;
                 };
+                if out.is_control {
+                    if let Some(req) = out.control.take() {
+                        let answer = self.command(req.command);
+                        let _ = req.reply.send(answer);
+                    }
+                    continue;
+                }
                 if let Some(s) = out.snapshot.take() {
                     snaps.push(s);
                     if let Some(r) = out.request.take() {
@@ -346,6 +389,30 @@ impl AlertThread {
         }
         self.sink.finish(now)?;
         Ok(summary)
+    }
+
+    fn command(&mut self, command: Command) -> Result<serde_json::Value, String> {
+        let engine = &mut self.stage.engine;
+        let answer = match command {
+            Command::AddSilence(silence) => {
+                let v = serde_json::to_value(&silence).map_err(|e| e.to_string())?;
+                engine.add_silence(silence);
+                Ok(v)
+            }
+            Command::ExpireSilence(id) => {
+                let now = match self.stage.watermark_ms() {
+                    i64::MIN => crate::checkpoint::wall_ms(),
+                    w => w,
+                };
+                if engine.expire_silence(&id, now) {
+                    Ok(serde_json::json!({ "id": id, "expired": true }))
+                } else {
+                    Err(format!("no silence {id:?}"))
+                }
+            }
+        };
+        self.state.set_silences(engine.silences().to_vec());
+        answer
     }
 
     fn take_output(

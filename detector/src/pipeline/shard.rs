@@ -50,6 +50,9 @@ pub struct ShardOutput {
     pub snapshot: Option<anyhow::Result<Vec<u8>>>,
     /// At a barrier, on shard 0's output: the checkpoint request.
     pub(crate) request: Option<Box<super::SnapshotRequest>>,
+    /// A control round (no data): shard 0's output carries the command.
+    pub(crate) is_control: bool,
+    pub(crate) control: Option<Box<super::ControlRequest>>,
 }
 
 /// One shard's state: serializable for checkpoints.

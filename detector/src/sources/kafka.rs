@@ -37,7 +37,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::{BATCH, DeadLetters};
 use crate::checkpoint::Offsets;
-use crate::pipeline::{Checkpointer, Pipeline};
+use crate::pipeline::{PipelineHandle, Pipeline};
 use crate::state::State;
 
 /// Kafka settings (validated config).
@@ -63,7 +63,7 @@ struct Shared {
     sent: Mutex<Offsets>,
     /// Newest high watermark per partition, from statistics.
     high: Mutex<BTreeMap<(String, i32), i64>>,
-    checkpointer: Option<Checkpointer>,
+    checkpointer: Option<PipelineHandle>,
     /// Set by a revoke: the loop must re-read its assignment.
     revoked: AtomicBool,
 }
@@ -171,7 +171,7 @@ pub fn run(
                 .unwrap_or_default(),
         ),
         high: Mutex::new(BTreeMap::new()),
-        checkpointer: policy.as_ref().map(|_| pipeline.checkpointer()),
+        checkpointer: policy.as_ref().map(|_| pipeline.handle()),
         revoked: AtomicBool::new(false),
     });
     let consumer: BaseConsumer<Ctx> = client_config(settings)
