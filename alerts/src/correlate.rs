@@ -234,10 +234,11 @@ impl AlertEngine {
         let (mut risk, mut eta, mut alerts) = (0.0_f64, None::<f64>, 0_usize);
         let mut strongest: Option<&AlertState> = None;
         if let Some(t) = self.kinds.get(&wid.0) {
-            for st in self
-                .members(wid)
-                .filter_map(|m| t.states[m.1.level()].get(&m.2))
-            {
+            // In id order: the first of equally strong members wins, whatever
+            // the hash maps' order (a restored engine must say the same).
+            let mut ids: Vec<AlertId> = self.members(wid).collect();
+            ids.sort_unstable();
+            for st in ids.iter().filter_map(|m| t.states[m.1.level()].get(&m.2)) {
                 alerts += 1;
                 severity = severity.max(st.severity);
                 eta = match (eta, st.eta_hours) {

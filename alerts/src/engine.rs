@@ -78,7 +78,10 @@ pub struct AlertEngine {
     /// Something that can unmute suppressed alerts happened (re-check them).
     pub(crate) recheck: bool,
     /// Event time of the last full sweep in `tick`.
-    last_sweep: i64,
+    pub(crate) last_sweep: i64,
+    /// Delivered alerts of kinds dropped at restore (their rule left the
+    /// config): the next `tick` resolves them so no incident stays open.
+    pub(crate) orphans: Vec<(AlertId, AlertState)>,
 }
 
 /// How often `tick` sweeps all states for `for`, holds and staleness.
@@ -100,25 +103,24 @@ impl AlertEngine {
             suppressed: BTreeSet::new(),
             recheck: false,
             last_sweep: i64::MIN,
+            orphans: Vec::new(),
+        }
+    }
+
+    /// An empty table for `kind` with its rule from the config.
+    pub(crate) fn new_table(cfg: &EngineConfig, kind: &str) -> KindTable {
+        KindTable {
+            rule: cfg.rules.get(kind).unwrap_or(&cfg.default_rule).clone(),
+            correlate: !cfg.exclude_kinds.iter().any(|k| k == kind),
+            states: Default::default(),
+            groups: Default::default(),
+            jobs: HashMap::new(),
         }
     }
 
     fn table(&mut self, kind: &str) -> &mut KindTable {
         if !self.kinds.contains_key(kind) {
-            let rule = self
-                .cfg
-                .rules
-                .get(kind)
-                .unwrap_or(&self.cfg.default_rule)
-                .clone();
-            let correlate = !self.cfg.exclude_kinds.iter().any(|k| k == kind);
-            let t = KindTable {
-                rule,
-                correlate,
-                states: Default::default(),
-                groups: Default::default(),
-                jobs: HashMap::new(),
-            };
+            let t = Self::new_table(&self.cfg, kind);
             self.kinds.insert(kind.into(), t);
         }
         self.kinds.get_mut(kind).expect("inserted above")
@@ -244,6 +246,9 @@ impl AlertEngine {
     /// silence ended or whose inhibitor / wider alert resolved.
     pub fn tick(&mut self, now_ms: i64) -> Vec<AlertEvent> {
         let mut out = Vec::new();
+        for (id, st) in std::mem::take(&mut self.orphans) {
+            out.push(st.resolved_event(now_ms, &id.0, id.1, &id.2, ResolveCause::Unconfigured));
+        }
         if now_ms.saturating_sub(self.last_sweep) >= SWEEP_EVERY_MS {
             self.last_sweep = now_ms;
             let mut steps = Vec::new();

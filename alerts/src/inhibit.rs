@@ -83,6 +83,44 @@ impl Inhibitor {
         }
     }
 
+    /// One text per rule identifying it (its matchers and equal labels):
+    /// snapshots keep source counts only for unchanged rules.
+    pub fn fingerprints(&self) -> Vec<String> {
+        let list = |ms: &[Matcher]| ms.iter().map(ToString::to_string).collect::<Vec<_>>();
+        self.rules
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:?} -> {:?} on {:?}",
+                    list(&r.source),
+                    list(&r.target),
+                    r.equal
+                )
+            })
+            .collect()
+    }
+
+    /// The firing-source counts, sorted.
+    pub fn sources(&self) -> Vec<(u32, String, u32)> {
+        let mut v: Vec<(u32, String, u32)> = self
+            .sources
+            .iter()
+            .map(|((i, k), n)| (u32::try_from(*i).unwrap_or(u32::MAX), k.clone(), *n))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Replaces the counts (from a snapshot of the same rules); counts of
+    /// rules that do not exist are ignored.
+    pub fn set_sources(&mut self, sources: Vec<(u32, String, u32)>) {
+        self.sources = sources
+            .into_iter()
+            .filter(|(i, _, n)| (*i as usize) < self.rules.len() && *n > 0)
+            .map(|(i, k, n)| ((i as usize, k), n))
+            .collect();
+    }
+
     /// Whether `alert` is muted by a firing source other than itself
     /// (`self_firing`: whether `alert` itself is counted as a source).
     pub fn inhibited(&self, alert: &AlertEvent, self_firing: bool) -> bool {

@@ -31,6 +31,7 @@
 //! | lifecycle: pending -> firing -> resolved, `for`, hysteresis, flap damping, staleness, replacement | `lifecycle`, `engine`, `topology` | pure |
 //! | upward correlation (host / rack / cluster / fleet), job attribution | `correlate` | pure |
 //! | silences, inhibition | `silence`, `inhibit`, `matcher` | pure |
+//! | checkpoints of engine and router state | `snapshot`, `route::checkpoint` | pure |
 //! | routing tree, aggregation groups (`group_wait`, `group_interval`, `repeat_interval`) | `route` | pure |
 //! | durable outbox (file per entry + ledger) | `outbox` | blocking IO |
 //! | delivery workers (backoff, Retry-After, dead letters) | `delivery` | async |
@@ -57,6 +58,7 @@ pub mod route;
 pub mod secret;
 pub mod silence;
 pub mod sinks;
+pub mod snapshot;
 pub mod time;
 mod topology;
 
@@ -66,9 +68,10 @@ pub use delivery::RetryPolicy;
 pub use engine::{AlertEngine, Observation};
 pub use outbox::{Outbox, OutboxError};
 pub use pipeline::{AlertRouter, AlertSystem, Config, RawConfig, StartError};
-pub use route::{Dispatcher, Notification, Router};
-pub use silence::Silence;
+pub use route::{Dispatcher, Notification, Router, RouterSnapshot};
+pub use silence::{Silence, SilenceBody, SilenceError, SilenceState};
 pub use sinks::{Outcome, Sink, SinkError};
+pub use snapshot::{EngineSnapshot, SnapshotError, SnapshotHeader};
 
 #[cfg(test)]
 mod tests;

@@ -15,11 +15,13 @@
 
 use std::collections::VecDeque;
 
+use serde::{Deserialize, Serialize};
+
 use crate::alert::{AlertEvent, Labels, Reason, Scope, Severity, Status, dedup_key};
 use crate::config::Rule;
 
 /// Where an alert identity is in its life.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub(crate) enum Phase {
     /// The condition holds since `since`, not yet for `for`.
     Pending { since: i64 },
@@ -43,6 +45,8 @@ pub(crate) enum ResolveCause {
     Retired,
     /// A wider-scope group no longer meets its thresholds.
     Uncorrelated,
+    /// Its kind's rule was removed from the config (found at restore).
+    Unconfigured,
 }
 
 impl ResolveCause {
@@ -52,6 +56,7 @@ impl ResolveCause {
             ResolveCause::Stale => "source stopped reporting",
             ResolveCause::Retired => "source retired or replaced",
             ResolveCause::Uncorrelated => "members no longer bad together",
+            ResolveCause::Unconfigured => "kind removed from the config",
         }
     }
 }
@@ -69,8 +74,10 @@ pub(crate) struct Step {
     pub cause: Option<ResolveCause>,
 }
 
-/// State of one alert identity (kind, scope, scope value).
-#[derive(Debug, Clone)]
+/// State of one alert identity (kind, scope, scope value). Serialized as is
+/// into engine snapshots: changing a field changes the snapshot format
+/// (bump `snapshot::ENGINE_SNAPSHOT_VERSION`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct AlertState {
     /// Labels from the first observation of the current incident.
     pub labels: Labels,

@@ -4,7 +4,10 @@
 //! through [`AlertEvent::field`], so `kind`, `severity` and `scope` match too.
 //! A missing label matches as the empty string (Alertmanager semantics).
 
+use std::fmt;
+
 use regex::Regex;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::alert::AlertEvent;
 
@@ -28,17 +31,50 @@ pub enum MatcherError {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Eq(String),
-    Ne(String),
+    Eq,
+    Ne,
     Re(Regex),
     NotRe(Regex),
 }
 
-/// One compiled matcher.
+/// One compiled matcher. Keeps the value as written (a regex without the
+/// anchors added here) so it can be shown, serialized and rebuilt.
 #[derive(Debug, Clone)]
 pub struct Matcher {
     name: String,
+    value: String,
     op: Op,
+}
+
+/// A matcher in Alertmanager's JSON shape (`{name, value, isRegex, isEqual}`,
+/// as in its silences API); `isEqual` defaults to true as there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MatcherSpec {
+    /// Label (or pseudo-label: `kind`, `severity`, `scope`) name.
+    pub name: String,
+    /// Value, or regex when `is_regex`.
+    pub value: String,
+    /// `value` is a regex (anchored at both ends).
+    pub is_regex: bool,
+    /// Matches when equal (true) or when not equal (false).
+    #[serde(default = "default_is_equal")]
+    pub is_equal: bool,
+}
+
+fn default_is_equal() -> bool {
+    true
+}
+
+fn anchored(text: &str, v: &str) -> Result<Regex, MatcherError> {
+    Regex::new(&format!("^(?:{v})$")).map_err(|e| MatcherError::Regex {
+        matcher: text.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+pub(crate) fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
 impl Matcher {
@@ -59,37 +95,57 @@ impl Matcher {
             .find_map(|op| rest.trim_start().strip_prefix(op).map(|r| (*op, r.trim())))
             .ok_or_else(syntax)?;
         let value = match raw.strip_prefix('"') {
-            Some(inner) => inner
-                .strip_suffix('"')
-                .ok_or_else(syntax)?
-                .replace("\\\"", "\"")
-                .replace("\\\\", "\\"),
+            Some(inner) => unescape(inner.strip_suffix('"').ok_or_else(syntax)?),
             None if !raw.contains('"') => raw.to_owned(),
             None => return Err(syntax()),
         };
-        let regex = |v: &str| {
-            Regex::new(&format!("^(?:{v})$")).map_err(|e| MatcherError::Regex {
-                matcher: text.to_owned(),
-                reason: e.to_string(),
-            })
-        };
         let op = match op {
-            "=" => Op::Eq(value),
-            "!=" => Op::Ne(value),
-            "=~" => Op::Re(regex(&value)?),
-            _ => Op::NotRe(regex(&value)?),
+            "=" => Op::Eq,
+            "!=" => Op::Ne,
+            "=~" => Op::Re(anchored(text, &value)?),
+            _ => Op::NotRe(anchored(text, &value)?),
         };
         Ok(Self {
             name: name.to_owned(),
+            value,
             op,
         })
+    }
+
+    /// Builds a matcher from its JSON shape (regexes compiled here).
+    pub fn from_spec(spec: &MatcherSpec) -> Result<Self, MatcherError> {
+        if !valid_name(&spec.name) {
+            return Err(MatcherError::Syntax(spec.name.clone()));
+        }
+        let op = match (spec.is_regex, spec.is_equal) {
+            (false, true) => Op::Eq,
+            (false, false) => Op::Ne,
+            (true, true) => Op::Re(anchored(&spec.value, &spec.value)?),
+            (true, false) => Op::NotRe(anchored(&spec.value, &spec.value)?),
+        };
+        Ok(Self {
+            name: spec.name.clone(),
+            value: spec.value.clone(),
+            op,
+        })
+    }
+
+    /// The JSON shape of this matcher.
+    pub fn spec(&self) -> MatcherSpec {
+        MatcherSpec {
+            name: self.name.clone(),
+            value: self.value.clone(),
+            is_regex: matches!(self.op, Op::Re(_) | Op::NotRe(_)),
+            is_equal: matches!(self.op, Op::Eq | Op::Re(_)),
+        }
     }
 
     /// An equality matcher (for code that builds silences directly).
     pub fn equal(name: &str, value: &str) -> Self {
         Self {
             name: name.to_owned(),
-            op: Op::Eq(value.to_owned()),
+            value: value.to_owned(),
+            op: Op::Eq,
         }
     }
 
@@ -101,11 +157,61 @@ impl Matcher {
     /// Whether a field value satisfies this matcher.
     pub fn matches_value(&self, v: &str) -> bool {
         match &self.op {
-            Op::Eq(x) => v == x,
-            Op::Ne(x) => v != x,
+            Op::Eq => v == self.value,
+            Op::Ne => v != self.value,
             Op::Re(r) => r.is_match(v),
             Op::NotRe(r) => !r.is_match(v),
         }
+    }
+}
+
+fn unescape(inner: &str) -> String {
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match (c, chars.clone().next()) {
+            ('\\', Some(n @ ('"' | '\\'))) => {
+                out.push(n);
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Alertmanager syntax, quoted and escaped: parsing it gives the same matcher.
+impl fmt::Display for Matcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = match self.op {
+            Op::Eq => "=",
+            Op::Ne => "!=",
+            Op::Re(_) => "=~",
+            Op::NotRe(_) => "!~",
+        };
+        let escaped = self.value.replace('\\', "\\\\").replace('"', "\\\"");
+        write!(f, "{}{op}\"{escaped}\"", self.name)
+    }
+}
+
+impl PartialEq for Matcher {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.value == other.value
+            && std::mem::discriminant(&self.op) == std::mem::discriminant(&other.op)
+    }
+}
+
+impl Serialize for Matcher {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.spec().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Matcher {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let spec = MatcherSpec::deserialize(d)?;
+        Matcher::from_spec(&spec).map_err(serde::de::Error::custom)
     }
 }
 

@@ -20,9 +20,10 @@ use crate::config::{
 use crate::delivery::{self, RetryPolicy};
 use crate::engine::AlertEngine;
 use crate::outbox::{Outbox, OutboxError};
-use crate::route::{Dispatcher, RawRoute, Route, Router};
+use crate::route::{Dispatcher, RawRoute, Route, Router, RouterSnapshot};
 use crate::sinks::config::{RawReceiver, ReceiverConfig};
 use crate::sinks::{Sink, SinkError};
+use crate::snapshot::{EngineSnapshot, SnapshotError};
 use crate::time::duration_ms;
 
 /// The alerts config file (see `docs/alerts.md`).
@@ -167,20 +168,40 @@ pub struct AlertRouter {
     outbox: Arc<Outbox>,
 }
 
+fn resend_caps(sinks: &[Arc<Sink>]) -> HashMap<String, i64> {
+    sinks
+        .iter()
+        .filter_map(|s| {
+            s.resend_interval()
+                .map(|d| (s.name().to_owned(), duration_ms(d)))
+        })
+        .collect()
+}
+
 impl AlertRouter {
     /// A router over `route` writing to `outbox`; `sinks` supply re-send caps.
     pub fn new(route: &Route, sinks: &[Arc<Sink>], outbox: Arc<Outbox>) -> Self {
-        let caps: HashMap<String, i64> = sinks
-            .iter()
-            .filter_map(|s| {
-                s.resend_interval()
-                    .map(|d| (s.name().to_owned(), duration_ms(d)))
-            })
-            .collect();
         Self {
-            dispatcher: Dispatcher::new(Router::new(route), caps),
+            dispatcher: Dispatcher::new(Router::new(route), resend_caps(sinks)),
             outbox,
         }
+    }
+
+    /// Copies the aggregation groups (see `route::checkpoint`).
+    pub fn snapshot(&self) -> RouterSnapshot {
+        self.dispatcher.snapshot()
+    }
+
+    /// As [`AlertRouter::new`], with the groups of `snap` whose route still
+    /// exists in `route` (others are dropped with a warning).
+    pub fn restore(
+        route: &Route,
+        sinks: &[Arc<Sink>],
+        outbox: Arc<Outbox>,
+        snap: RouterSnapshot,
+    ) -> Result<Self, SnapshotError> {
+        let dispatcher = Dispatcher::restore(Router::new(route), resend_caps(sinks), snap)?;
+        Ok(Self { dispatcher, outbox })
     }
 
     /// Routes engine events into their groups.
@@ -246,6 +267,20 @@ impl AlertSystem {
             sinks,
             retry: cfg.retry,
         })
+    }
+
+    /// Replaces the engine and the router's groups by the state of a
+    /// checkpoint, under `cfg` (the config this system was opened with;
+    /// it may differ from the one the snapshots were taken under).
+    pub fn restore(
+        &mut self,
+        cfg: &Config,
+        engine: EngineSnapshot,
+        router: RouterSnapshot,
+    ) -> Result<(), SnapshotError> {
+        self.engine = AlertEngine::restore(cfg.engine.clone(), engine)?;
+        self.router = AlertRouter::restore(&cfg.route, &self.sinks, self.outbox.clone(), router)?;
+        Ok(())
     }
 
     /// Starts one delivery worker per receiver (needs a tokio runtime).

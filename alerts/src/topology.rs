@@ -7,6 +7,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use serde::{Deserialize, Serialize};
+
 use crate::alert::{Labels, Scope};
 
 /// Number of levels below the fleet (gpu, host, rack, cluster) plus the fleet.
@@ -167,6 +169,97 @@ impl Topology {
                     self.remove(level, &v);
                 }
             }
+        }
+    }
+}
+
+/// The topology as saved in an engine snapshot (sorted: same state, same bytes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TopologySnapshot {
+    levels: [Vec<(Box<str>, NodeRecord)>; LEVELS],
+    slots: Vec<(String, Box<str>)>,
+    /// The slot labels the slot keys were made with.
+    slot_labels: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct NodeRecord {
+    parent: Option<Box<str>>,
+    children: Vec<Box<str>>,
+    last_seen: Option<i64>,
+    slot: Option<String>,
+}
+
+impl Topology {
+    /// A sorted copy of the learned topology.
+    pub fn snapshot(&self) -> TopologySnapshot {
+        let levels = std::array::from_fn(|l| {
+            let mut v: Vec<(Box<str>, NodeRecord)> = self.levels[l]
+                .iter()
+                .map(|(k, n)| {
+                    let mut children: Vec<Box<str>> = n.children.iter().cloned().collect();
+                    children.sort_unstable();
+                    let rec = NodeRecord {
+                        parent: n.parent.clone(),
+                        children,
+                        last_seen: n.last_seen,
+                        slot: n.slot.clone(),
+                    };
+                    (k.clone(), rec)
+                })
+                .collect();
+            v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            v
+        });
+        let mut slots: Vec<(String, Box<str>)> = self
+            .slots
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        slots.sort_unstable();
+        TopologySnapshot {
+            levels,
+            slots,
+            slot_labels: self.slot_labels.clone(),
+        }
+    }
+
+    /// The topology of `snap` under the config's `slot_labels`. Slot keys
+    /// made with other slot labels mean nothing now: they are dropped (the
+    /// slots fill again as sources report).
+    pub fn restore(slot_labels: Vec<String>, snap: TopologySnapshot) -> Self {
+        let same_slots = snap.slot_labels == slot_labels;
+        if !same_slots {
+            tracing::warn!(
+                old = ?snap.slot_labels,
+                new = ?slot_labels,
+                "slot labels changed since the snapshot: replacement detection starts afresh"
+            );
+        }
+        let mut levels: [HashMap<Box<str>, Node>; LEVELS] = Default::default();
+        for (level, nodes) in snap.levels.into_iter().enumerate() {
+            levels[level] = nodes
+                .into_iter()
+                .map(|(k, n)| {
+                    let node = Node {
+                        parent: n.parent,
+                        children: n.children.into_iter().collect(),
+                        last_seen: n.last_seen,
+                        slot: n.slot.filter(|_| same_slots),
+                    };
+                    (k, node)
+                })
+                .collect();
+        }
+        let slots = if same_slots {
+            snap.slots.into_iter().collect()
+        } else {
+            HashMap::new()
+        };
+        Self {
+            levels,
+            slots,
+            slot_labels,
         }
     }
 }

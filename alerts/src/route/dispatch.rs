@@ -37,23 +37,24 @@ pub struct Notification {
 }
 
 #[derive(Debug)]
-struct Group {
-    receiver: String,
-    route: usize,
+pub(crate) struct Group {
+    pub receiver: String,
+    pub route: usize,
     /// Changes since the last notification, in order.
-    pending: Vec<AlertEvent>,
+    pub pending: Vec<AlertEvent>,
     /// Firing alerts already notified, by dedup key.
-    firing: BTreeMap<String, AlertEvent>,
-    next_flush: Option<i64>,
-    last_flush: Option<i64>,
-    last_notify: i64,
+    pub firing: BTreeMap<String, AlertEvent>,
+    pub next_flush: Option<i64>,
+    pub last_flush: Option<i64>,
+    pub last_notify: i64,
 }
 
 /// Aggregation groups of all routes.
 #[derive(Debug)]
 pub struct Dispatcher {
-    router: Router,
-    groups: BTreeMap<String, Group>,
+    pub(crate) router: Router,
+    /// By `<route id>/<group_by values>`.
+    pub(crate) groups: BTreeMap<String, Group>,
     /// Receiver name -> cap on the repeat interval (Alertmanager receivers).
     resend_caps: HashMap<String, i64>,
     scratch: Vec<usize>,

@@ -12,10 +12,12 @@
 //! - Matchers may name `kind`, `severity`, `scope` besides labels.
 //! - Receivers of type `alertmanager` cap the repeat at their `resend_interval`.
 
+mod checkpoint;
 pub mod config;
 mod dispatch;
 mod tree;
 
+pub use checkpoint::{ROUTER_SNAPSHOT_VERSION, RouterSnapshot};
 pub use config::{RawRoute, Route};
 pub use dispatch::{Dispatcher, Notification};
 pub use tree::Router;

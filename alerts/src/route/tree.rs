@@ -41,6 +41,37 @@ impl Router {
         self.walk(0, alert, out);
     }
 
+    /// One text per route id naming the route by what it is (the matchers
+    /// on its path from the root, its receiver and grouping), not by its
+    /// position: snapshots find a group's route again in a changed tree.
+    pub(crate) fn signatures(&self) -> Vec<String> {
+        let mut out = vec![String::new(); self.nodes.len()];
+        self.sign(0, "", &mut out);
+        out
+    }
+
+    fn sign(&self, id: usize, prefix: &str, out: &mut Vec<String>) {
+        let Some(node) = self.nodes.get(id) else {
+            return;
+        };
+        let matchers: Vec<String> = node
+            .route
+            .matchers
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let path = format!("{prefix}/{matchers:?}");
+        if let Some(slot) = out.get_mut(id) {
+            *slot = format!(
+                "{path} -> {} by {:?}",
+                node.route.receiver, node.route.group_by
+            );
+        }
+        for &c in &node.children {
+            self.sign(c, &path, out);
+        }
+    }
+
     fn walk(&self, id: usize, alert: &AlertEvent, out: &mut Vec<usize>) {
         let Some(node) = self.nodes.get(id) else {
             return;
