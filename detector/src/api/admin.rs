@@ -24,9 +24,6 @@ use super::ApiError;
 use crate::pipeline::Command;
 use crate::state::State;
 
-/// Label kinds an operator may record besides failure kinds.
-pub const FALSE_ALARM: &str = "false_alarm";
-
 fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(want) = state.admin.token.as_deref().filter(|t| !t.is_empty()) else {
         return Err(ApiError::Forbidden(

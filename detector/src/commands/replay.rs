@@ -68,6 +68,10 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     let mut first_ts: Option<i64> = None;
     let (mut messages, mut samples) = (0u64, 0u64);
     let mut buf = Vec::with_capacity(64 * 1024);
+    // A host's arrays always carry the key of the first GPU seen on it, so
+    // the host stays in one partition even when an instant's samples are
+    // split over two messages.
+    let mut host_keys: std::collections::HashMap<String, String> = Default::default();
     file::read_inputs(&args.input, &state, &mut dead, |batch| {
         for group in group(batch, args.per_gpu) {
             let ts = group[0].ts_ms;
@@ -84,8 +88,14 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
             } else {
                 serde_json::to_writer(&mut buf, &group)?;
             }
-            let key = group[0].gpu.as_bytes();
-            send(&producer, &args.topic, key, &buf)?;
+            let key = match group[0].topo.host.as_deref() {
+                Some(h) if !args.per_gpu => host_keys
+                    .entry(h.to_owned())
+                    .or_insert_with(|| group[0].gpu.to_string())
+                    .as_str(),
+                _ => &group[0].gpu,
+            };
+            send(&producer, &args.topic, key.as_bytes(), &buf)?;
             messages += 1;
             samples += group.len() as u64;
             progress.set_position(samples);

@@ -95,17 +95,29 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     rt.block_on(serve(cfg))
 }
 
-// MERGE-E: replace with AlertRouter::snapshot / restore.
-fn router_snapshot(_r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
-    Ok(Vec::new())
+fn router_snapshot(r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    ciborium::into_writer(&r.snapshot(), &mut out)
+        .map_err(|e| anyhow::anyhow!("serializing the alert router: {e}"))?;
+    Ok(out)
 }
 
-fn router_restore(cfg: &Config, sys: &AlertSystem, _bytes: &[u8]) -> anyhow::Result<AlertRouter> {
-    Ok(AlertRouter::new(
+fn router_restore(cfg: &Config, sys: &AlertSystem, bytes: &[u8]) -> anyhow::Result<AlertRouter> {
+    if bytes.is_empty() {
+        return Ok(AlertRouter::new(
+            &cfg.alerts.route,
+            &sys.sinks,
+            sys.outbox.clone(),
+        ));
+    }
+    let snap: alerts::RouterSnapshot = ciborium::from_reader(bytes)
+        .map_err(|e| anyhow::anyhow!("decoding the alert router snapshot: {e}"))?;
+    Ok(AlertRouter::restore(
         &cfg.alerts.route,
         &sys.sinks,
         sys.outbox.clone(),
-    ))
+        snap,
+    )?)
 }
 
 /// The pipeline's state: restored from the newest checkpoint, or fresh.

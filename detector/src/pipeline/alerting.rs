@@ -149,13 +149,17 @@ struct StageSnapshot {
     engine: Vec<u8>,
 }
 
-// MERGE-E: replace with AlertEngine::snapshot / restore.
-fn engine_snapshot(_e: &AlertEngine) -> anyhow::Result<Vec<u8>> {
-    anyhow::bail!("alert engine snapshots are not available yet")
+fn engine_snapshot(e: &AlertEngine) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    ciborium::into_writer(&e.snapshot(), &mut out)
+        .map_err(|e| anyhow::anyhow!("serializing the alert engine: {e}"))?;
+    Ok(out)
 }
 
-fn engine_restore(cfg: EngineConfig, _bytes: Vec<u8>) -> anyhow::Result<AlertEngine> {
-    Ok(AlertEngine::new(cfg))
+fn engine_restore(cfg: EngineConfig, bytes: Vec<u8>) -> anyhow::Result<AlertEngine> {
+    let snap: alerts::EngineSnapshot = ciborium::from_reader(bytes.as_slice())
+        .map_err(|e| anyhow::anyhow!("decoding the alert engine snapshot: {e}"))?;
+    Ok(AlertEngine::restore(cfg, snap)?)
 }
 
 /// Identity and topology labels of a GPU alert.

@@ -95,9 +95,10 @@ pub struct Written {
 
 /// What travels to a shard.
 pub(crate) enum ShardMsg {
-    /// Samples, and the wall time (epoch ms) the oldest was produced, when
-    /// the source knows it (Kafka message timestamps).
-    Batch(Vec<Sample>, Option<i64>),
+    /// Samples; the wall time (epoch ms) the oldest was produced, when the
+    /// source knows it (Kafka message timestamps); and the event time every
+    /// input partition has reached, when the source has partitions.
+    Batch(Vec<Sample>, Option<i64>, Option<i64>),
     /// Serialize your state; shard 0 carries the request on.
     Snapshot(Option<Box<SnapshotRequest>>),
     /// A command for the alert thread; shard 0 carries it on, in order
@@ -217,8 +218,9 @@ impl Pipeline {
                     for msg in rx {
                         let mut out = ShardOutput::default();
                         match msg {
-                            ShardMsg::Batch(batch, origin) => {
+                            ShardMsg::Batch(batch, origin, horizon) => {
                                 let t = Instant::now();
+                                shard.set_silence_horizon(horizon);
                                 shard.process(&batch, &mut out);
                                 out.origin_ms = origin;
                                 st.metrics.shard_latency.observe(t.elapsed().as_secs_f64());
@@ -281,12 +283,18 @@ impl Pipeline {
 
     /// Hands a batch to the shards; blocks while they are full.
     pub fn send(&mut self, batch: Vec<Sample>) -> anyhow::Result<()> {
-        self.send_from(batch, None)
+        self.send_from(batch, None, None)
     }
 
     /// Like [`Pipeline::send`], with the wall time the oldest sample was
-    /// produced, for the broker-to-decision latency metric.
-    pub fn send_from(&mut self, batch: Vec<Sample>, origin_ms: Option<i64>) -> anyhow::Result<()> {
+    /// produced (for the broker-to-decision latency metric) and the event
+    /// time all input partitions have reached (silence is judged by it).
+    pub fn send_from(
+        &mut self,
+        batch: Vec<Sample>,
+        origin_ms: Option<i64>,
+        horizon_ms: Option<i64>,
+    ) -> anyhow::Result<()> {
         self.samples += batch.len() as u64;
         let n = self.inputs.len();
         let parts: Vec<Vec<Sample>> = if n == 1 {
@@ -304,7 +312,7 @@ impl Pipeline {
         // Every shard gets every batch (maybe empty): the alert thread reads
         // one output per shard per batch, in shard order.
         for (tx, part) in self.inputs.iter().zip(parts) {
-            tx.send(ShardMsg::Batch(part, origin_ms))
+            tx.send(ShardMsg::Batch(part, origin_ms, horizon_ms))
                 .map_err(|_| anyhow::anyhow!("a shard stopped"))?;
         }
         Ok(())
@@ -392,6 +400,7 @@ impl AlertThread {
     }
 
     fn command(&mut self, command: Command) -> Result<serde_json::Value, String> {
+        let watermark = self.stage.watermark_ms();
         let engine = &mut self.stage.engine;
         let answer = match command {
             Command::AddSilence(silence) => {
@@ -400,7 +409,7 @@ impl AlertThread {
                 Ok(v)
             }
             Command::ExpireSilence(id) => {
-                let now = match self.stage.watermark_ms() {
+                let now = match watermark {
                     i64::MIN => crate::checkpoint::wall_ms(),
                     w => w,
                 };

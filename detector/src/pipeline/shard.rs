@@ -105,6 +105,11 @@ impl Shard {
         ciborium::from_reader(bytes).map_err(|e| anyhow::anyhow!("decoding a shard snapshot: {e}"))
     }
 
+    /// See [`features::FeatureEngine::set_silence_horizon`].
+    pub fn set_silence_horizon(&mut self, horizon_ms: Option<i64>) {
+        self.features.set_silence_horizon(horizon_ms);
+    }
+
     /// GPUs this shard has seen.
     pub fn gpu_count(&self) -> usize {
         self.features.gpu_count()

@@ -66,6 +66,24 @@ struct Shared {
     checkpointer: Option<PipelineHandle>,
     /// Set by a revoke: the loop must re-read its assignment.
     revoked: AtomicBool,
+    /// Newest event time handed over per partition.
+    event_time: Mutex<BTreeMap<(String, i32), i64>>,
+}
+
+impl Shared {
+    /// The event time every partition with unread messages has reached:
+    /// silence is judged against it, so a lagging partition's GPUs do not
+    /// look silent. `None` when no partition is behind.
+    fn horizon(&self) -> Option<i64> {
+        let (Ok(high), Ok(sent), Ok(et)) = (self.high.lock(), self.sent.lock(), self.event_time.lock())
+        else {
+            return None;
+        };
+        high.iter()
+            .filter(|(k, hi)| sent.get(*k).copied().unwrap_or(0) < **hi)
+            .map(|(k, _)| et.get(k).copied().unwrap_or(i64::MIN))
+            .min()
+    }
 }
 
 struct Ctx {
@@ -173,6 +191,7 @@ pub fn run(
         high: Mutex::new(BTreeMap::new()),
         checkpointer: policy.as_ref().map(|_| pipeline.handle()),
         revoked: AtomicBool::new(false),
+        event_time: Mutex::new(BTreeMap::new()),
     });
     let consumer: BaseConsumer<Ctx> = client_config(settings)
         .create_with_context(Ctx {
@@ -213,6 +232,7 @@ pub fn run(
     let mut asm = adapter::Assembler::new(2_000);
     let mut batch: Vec<Sample> = Vec::with_capacity(BATCH);
     let mut batch_offsets: Offsets = Offsets::new();
+    let mut batch_times: BTreeMap<(String, i32), i64> = BTreeMap::new();
     let mut batch_origin: Option<i64> = None;
     let mut batch_started = Instant::now();
     let mut paused = false;
@@ -307,6 +327,10 @@ pub fn run(
                     if batch.is_empty() {
                         batch_started = Instant::now();
                     }
+                    if let Some(newest) = out.samples.iter().map(|s| s.ts_ms).max() {
+                        let t = batch_times.entry(key.clone()).or_insert(i64::MIN);
+                        *t = (*t).max(newest);
+                    }
                     batch.append(&mut out.samples);
                     batch_offsets.insert(key, m.offset() + 1);
                 }
@@ -322,10 +346,16 @@ pub fn run(
                 .samples_in
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
             let b = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-            pipeline.send_from(b, batch_origin.take())?;
             if let Ok(mut sent) = shared.sent.lock() {
                 sent.append(&mut batch_offsets);
             }
+            if let Ok(mut et) = shared.event_time.lock() {
+                for (k, t) in std::mem::take(&mut batch_times) {
+                    let e = et.entry(k).or_insert(i64::MIN);
+                    *e = (*e).max(t);
+                }
+            }
+            pipeline.send_from(b, batch_origin.take(), shared.horizon())?;
             batch_offsets.clear();
             dirty = true;
         }
@@ -362,7 +392,7 @@ pub fn run(
     }
     if !batch.is_empty() {
         total += batch.len() as u64;
-        pipeline.send_from(batch, batch_origin)?;
+        pipeline.send_from(batch, batch_origin, shared.horizon())?;
         if let Ok(mut sent) = shared.sent.lock() {
             sent.append(&mut batch_offsets);
         }

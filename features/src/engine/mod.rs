@@ -148,6 +148,11 @@ pub struct FeatureEngine {
     watermark_ms: i64,
     next_sweep_ms: i64,
     next_gc_ms: i64,
+    /// Event time every input partition has reached, when the source knows
+    /// it (Kafka): silence is judged against it, not the newest sample, so
+    /// a partition that lags does not make its GPUs look silent.
+    #[serde(default)]
+    silence_horizon_ms: Option<i64>,
     counters: EngineCounters,
     /// Reused per batch: each row's cohort ids, for deferred z-scores.
     #[serde(skip)]
@@ -183,6 +188,7 @@ impl FeatureEngine {
             watermark_ms: i64::MIN,
             next_sweep_ms: i64::MIN,
             next_gc_ms: i64::MIN,
+            silence_horizon_ms: None,
             counters: EngineCounters::default(),
             deferred: Vec::new(),
             alphas: row::AlphaCache::default(),
@@ -208,6 +214,12 @@ impl FeatureEngine {
     /// Newest accepted event time (`i64::MIN` before any).
     pub fn watermark_ms(&self) -> i64 {
         self.watermark_ms
+    }
+
+    /// Sets the event time all input partitions have reached (`None`: the
+    /// input is one ordered stream, judge silence by the newest sample).
+    pub fn set_silence_horizon(&mut self, horizon_ms: Option<i64>) {
+        self.silence_horizon_ms = horizon_ms;
     }
 
     /// Processes a batch in order; rejected samples are reported with their
@@ -343,14 +355,15 @@ impl FeatureEngine {
             self.next_sweep_ms = now + SWEEP_EVERY_MS;
             let silence = self.cfg.silence_ms;
             let start = events.len();
+            let quiet_now = self.silence_horizon_ms.map_or(now, |h| h.min(now));
             for (gpu, st) in &mut self.gpus {
                 let last = st.arrival.last_ts_ms();
-                if !st.arrival.silent_reported && now - last > silence {
+                if !st.arrival.silent_reported && quiet_now - last > silence {
                     st.arrival.silent_reported = true;
                     events.push(FeatureEvent::Silent {
                         gpu: gpu.clone(),
                         last_ts_ms: last,
-                        watermark_ms: now,
+                        watermark_ms: quiet_now,
                     });
                 }
             }
