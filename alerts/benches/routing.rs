@@ -3,6 +3,7 @@
 //! for every GPU evaluation. Three cases: a healthy fleet (the common path),
 //! a fleet with 1 % of GPUs hot (alerts pending / firing / held by host
 //! correlation), and the routing tree on alert events (`Router::matches`).
+//! Plus the checkpoint cost of such an engine (snapshot + CBOR both ways).
 //!
 //! Run: `cargo bench -p alerts -- --warm-up-time 1 --measurement-time 3`
 
@@ -10,7 +11,8 @@ use std::hint::black_box;
 
 use alerts::route::RawRoute;
 use alerts::{
-    AlertEngine, AlertEvent, Labels, Observation, RawEngineConfig, Router, Scope, Severity, Status,
+    AlertEngine, AlertEvent, EngineSnapshot, Labels, Observation, RawEngineConfig, Router, Scope,
+    Severity, Status,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
@@ -130,5 +132,36 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// Checkpoint cost: snapshot + CBOR encode, and decode + restore, of an
+/// engine that has learned a 10,000-GPU topology with 1 % of GPUs hot.
+fn checkpoint(c: &mut Criterion) {
+    let fleet = fleet();
+    let mut e = engine();
+    for step in 0..6 {
+        run(&mut e, &fleet, step * 30_000, 800);
+        e.tick(step * 30_000);
+    }
+    let encode = |e: &AlertEngine| {
+        let mut buf = Vec::new();
+        ciborium::into_writer(&e.snapshot(), &mut buf).expect("snapshot encodes");
+        buf
+    };
+    let bytes = encode(&e);
+    eprintln!("checkpoint: {} bytes for {GPUS} GPUs", bytes.len());
+    let mut g = c.benchmark_group("checkpoint");
+    g.throughput(Throughput::Elements(GPUS as u64));
+    g.bench_function("snapshot_cbor", |b| b.iter(|| encode(black_box(&e)).len()));
+    g.bench_function("restore_cbor", |b| {
+        b.iter(|| {
+            let snap: EngineSnapshot =
+                ciborium::from_reader(black_box(&bytes[..])).expect("snapshot decodes");
+            let raw: RawEngineConfig =
+                toml::from_str("[lifecycle.default]\nfor = \"1m\"\n").expect("parses");
+            AlertEngine::restore(raw.validate().expect("valid"), snap).expect("restores")
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, checkpoint);
 criterion_main!(benches);

@@ -272,4 +272,30 @@ mod tests {
             assert!(Matcher::parse(bad).is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn display_and_json_shape_round_trip() {
+        for text in [
+            r#"host="node-1""#,
+            r#"job!="a \"quoted\" \\ name""#,
+            r#"host=~"node\d+|gpu-.*""#,
+            r#"kind!~"xid_(48|79)""#,
+        ] {
+            let m = Matcher::parse(text).expect("valid");
+            let again = Matcher::parse(&m.to_string()).expect("display parses");
+            assert_eq!(again, m, "{text} -> {m}");
+            assert_eq!(Matcher::from_spec(&m.spec()).expect("spec builds"), m);
+        }
+        let re = Matcher::parse(r#"host=~"node\d+""#).expect("valid");
+        assert_eq!(
+            re.spec(),
+            MatcherSpec {
+                name: "host".into(),
+                value: r"node\d+".into(),
+                is_regex: true,
+                is_equal: true
+            }
+        );
+        assert!(re.matches_value("node12") && !re.matches_value("xnode12"));
+    }
 }

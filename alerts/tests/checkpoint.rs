@@ -459,3 +459,56 @@ fn unknown_versions_are_refused_with_a_typed_error() {
         })
     ));
 }
+
+#[test]
+fn an_alert_system_restores_engine_and_router_over_its_outbox() {
+    let dir =
+        std::env::temp_dir().join(format!("forewarn-alerts-checkpoint-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let toml_text = format!(
+        "{ENGINE_TOML}[route]\nreceiver = \"file\"\ngroup_wait = \"0s\"\ngroup_interval = \"1m\"\nrepeat_interval = \"1h\"\n\
+         [[receivers]]\ntype = \"file\"\nname = \"file\"\npath = \"{}\"\n",
+        dir.join("alerts.jsonl").display()
+    );
+    let cfg = alerts::RawConfig::from_toml(&toml_text)
+        .unwrap()
+        .validate()
+        .unwrap();
+    let mut sys = alerts::AlertSystem::open_in(&cfg, &dir.join("outbox")).unwrap();
+    let l = labels(4, 0);
+    let mut written = 0;
+    for s in 0..6 {
+        let obs = Observation {
+            ts_ms: s * 10_000,
+            kind: "xid",
+            scope: Scope::Gpu,
+            labels: &l,
+            severity: Severity::Critical,
+            value: 1.0,
+            summary: "xid 79",
+            reasons: &[],
+            eta_hours: None,
+        };
+        let events = sys.engine.observe(&obs);
+        sys.router.push(&events);
+        sys.router.push(&sys.engine.tick(s * 10_000));
+        written += sys.router.flush(s * 10_000).unwrap();
+    }
+    assert_eq!(written, 1, "one page");
+    let (es, rs) = (cbor(&sys.engine.snapshot()), cbor(&sys.router.snapshot()));
+    let due = sys.router.next_due();
+    assert_eq!(due, Some(3_600_000), "the re-send is scheduled");
+    drop(sys);
+    // Restart: a new system over the same outbox, state from the checkpoint.
+    let mut sys = alerts::AlertSystem::open_in(&cfg, &dir.join("outbox")).unwrap();
+    assert_eq!(sys.router.next_due(), None);
+    sys.restore(&cfg, uncbor(&es), uncbor(&rs)).unwrap();
+    assert_eq!(sys.router.next_due(), due);
+    assert_eq!(sys.engine.firing().len(), 1);
+    assert_eq!(
+        sys.router.flush(3_600_000).unwrap(),
+        1,
+        "the re-send goes out"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
