@@ -140,6 +140,7 @@ impl AlertEngine {
             self.retire_inner(obs.scope, &old, obs.ts_ms, &mut out);
         }
         let level = obs.scope.level();
+        let mut escalate = false;
         let step = match self.kinds.get_mut(obs.kind) {
             Some(t) => match t.states[level].get_mut(value) {
                 Some(st) => {
@@ -147,6 +148,11 @@ impl AlertEngine {
                     if st.active() && st.holding {
                         refresh(st, obs);
                     }
+                    escalate = st.notified
+                        && st.firing()
+                        && !st.derived
+                        && !st.attributed
+                        && obs.severity > st.severity;
                     step
                 }
                 None if obs.value < t.rule.fire_at => return out,
@@ -170,6 +176,10 @@ impl AlertEngine {
             let id: AlertId = (obs.kind.into(), obs.scope, value.into());
             self.apply(&id, step, obs.ts_ms, &mut out);
         }
+        if escalate {
+            let id: AlertId = (obs.kind.into(), obs.scope, value.into());
+            self.escalate(&id, obs, &mut out);
+        }
         if self.recheck {
             self.recheck_suppressed(obs.ts_ms, &mut out);
         }
@@ -182,6 +192,33 @@ impl AlertEngine {
         refresh(&mut st, obs);
         t.states[level].insert(value.into(), st);
         step
+    }
+
+    /// A delivered incident whose evidence now calls for a higher severity
+    /// (a warning that became a page): re-notified as firing with the new
+    /// severity and evidence, same `dedup_key`. Never lowered: a page stays
+    /// a page until it resolves.
+    fn escalate(&mut self, id: &AlertId, obs: &Observation<'_>, out: &mut Vec<AlertEvent>) {
+        let ts = obs.ts_ms;
+        let before = if self.inhibitor.is_empty() {
+            None
+        } else {
+            self.event_of(id, Status::Firing, ts)
+        };
+        let Some(st) = self.state_mut(id) else { return };
+        st.severity = obs.severity;
+        st.summary.clear();
+        st.summary.push_str(obs.summary);
+        st.reasons.clear();
+        st.reasons.extend_from_slice(obs.reasons);
+        st.eta_hours = obs.eta_hours;
+        let ev = st.event(Status::Firing, ts, &id.0, id.1, &id.2);
+        if let Some(old) = before {
+            self.inhibitor.source_changed(&old, -1);
+            self.inhibitor.source_changed(&ev, 1);
+            self.recheck = true;
+        }
+        out.push(ev);
     }
 
     /// Applies a lifecycle step of `id` to counters, correlation and outputs.

@@ -358,3 +358,41 @@ fn dispatcher_groups_waits_and_repeats() {
     let n = d.tick(330_000 + 3_600_000);
     assert!(n[0].resend && n[0].events.len() == 1);
 }
+
+#[test]
+fn a_delivered_warning_escalates_to_a_page_when_its_evidence_grows() {
+    let mut e = engine("[lifecycle.default]\nfire_at = 0.5\nresolve_below = 0.2\nfor = \"0s\"\n");
+    let labels = gpu_labels(0, 0, 0);
+    let obs = |ts: i64, value: f64, severity: Severity, summary: &'static str| Observation {
+        ts_ms: ts,
+        kind: "hbm_ecc_trend",
+        scope: Scope::Gpu,
+        labels: &labels,
+        severity,
+        value,
+        summary,
+        reasons: &[],
+        eta_hours: None,
+    };
+    let mut events = Vec::new();
+    events.extend(e.observe(&obs(0, 0.6, Severity::Warning, "rate 120/h")));
+    events.extend(e.tick(0));
+    events.extend(e.observe(&obs(MIN, 0.7, Severity::Warning, "rate 200/h")));
+    events.extend(e.observe(&obs(2 * MIN, 0.9, Severity::Critical, "rate 360/h")));
+    events.extend(e.observe(&obs(3 * MIN, 0.6, Severity::Warning, "rate 150/h")));
+    events.extend(e.tick(3 * MIN));
+    let firing: Vec<(Severity, &str)> = events
+        .iter()
+        .filter(|ev| ev.status == Status::Firing)
+        .map(|ev| (ev.severity, ev.summary.as_str()))
+        .collect();
+    assert_eq!(
+        firing,
+        vec![
+            (Severity::Warning, "rate 120/h"),
+            (Severity::Critical, "rate 360/h")
+        ],
+        "one warning, one escalation to a page with the new evidence, never lowered: {events:?}"
+    );
+    assert!(events.windows(2).all(|w| w[0].dedup_key == w[1].dedup_key));
+}

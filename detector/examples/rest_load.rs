@@ -44,7 +44,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if gpus.is_empty() {
         return Err("the service knows no GPUs yet".into());
     }
-    let urls: Arc<Vec<String>> = Arc::new(gpus.iter().map(|g| format!("{base}/v1/gpus/{g}")).collect());
+    let urls: Arc<Vec<String>> =
+        Arc::new(gpus.iter().map(|g| format!("{base}/v1/gpus/{g}")).collect());
     let total = (rate * seconds) as usize;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, bool)>();
     let start = Instant::now();

@@ -237,10 +237,26 @@ impl Metrics {
 /// Per-receiver delivery counters of the alert outbox.
 pub fn render_sinks(s: &mut String, outbox: &alerts::Outbox, receivers: &[String]) {
     let rows: [(&str, &str, &str); 4] = [
-        (SINK_DELIVERED, "counter", "Notifications a receiver accepted."),
-        (SINK_RETRIES, "counter", "Failed delivery attempts (retried)."),
-        (SINK_DEAD, "counter", "Notifications given up on (dead-lettered)."),
-        (SINK_PENDING, "gauge", "Notifications waiting in the outbox."),
+        (
+            SINK_DELIVERED,
+            "counter",
+            "Notifications a receiver accepted.",
+        ),
+        (
+            SINK_RETRIES,
+            "counter",
+            "Failed delivery attempts (retried).",
+        ),
+        (
+            SINK_DEAD,
+            "counter",
+            "Notifications given up on (dead-lettered).",
+        ),
+        (
+            SINK_PENDING,
+            "gauge",
+            "Notifications waiting in the outbox.",
+        ),
     ];
     for (name, kind, help) in rows {
         let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");

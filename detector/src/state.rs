@@ -4,8 +4,8 @@
 //! never held across `.await`; lookups never wait on scoring.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use alerts::{AlertEvent, Status};

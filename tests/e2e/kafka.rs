@@ -151,6 +151,10 @@ topics = ["telemetry"]
 group_id = "forewarn-e2e"
 ready_lag = 0
 
+[source.options]
+"session.timeout.ms" = "6000"
+"heartbeat.interval.ms" = "1000"
+
 [checkpoint]
 dir = "ckpt"
 interval_s = 0.5

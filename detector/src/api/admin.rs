@@ -135,7 +135,9 @@ pub async fn add_labels(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     authorize(&state, &headers)?;
     let Some(path) = state.admin.labels_file.clone() else {
-        return Err(ApiError::Unavailable("no label store configured (labels.file)".into()));
+        return Err(ApiError::Unavailable(
+            "no label store configured (labels.file)".into(),
+        ));
     };
     let labels: Vec<LabelBody> = match serde_json::from_str::<Value>(&body) {
         Ok(Value::Array(_)) => serde_json::from_str(&body),
@@ -146,9 +148,16 @@ pub async fn add_labels(
     for (i, l) in labels.iter().enumerate() {
         let bad = |m: String| ApiError::BadRequest(format!("label {i}: {m}"));
         if l.gpu.trim().is_empty() || l.gpu.contains([',', '\n', '"']) {
-            return Err(bad("gpu must be a non-empty id without commas or quotes".into()));
+            return Err(bad(
+                "gpu must be a non-empty id without commas or quotes".into()
+            ));
         }
-        if l.kind.is_empty() || !l.kind.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        if l.kind.is_empty()
+            || !l
+                .kind
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
             return Err(bad(format!("kind {:?} must be [A-Za-z0-9_]+", l.kind)));
         }
         let ts = match &l.ts {
@@ -169,7 +178,10 @@ pub async fn add_labels(
     let n = labels.len();
     tokio::task::spawn_blocking(move || -> std::io::Result<()> {
         let new = !path.exists();
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
         if new {
             f.write_all(b"gpu,ts,kind\n")?;
         }

@@ -26,6 +26,9 @@ pub struct AlertStage {
     watched: HashMap<GpuId, u8>,
     last_tick_ms: i64,
     watermark_ms: i64,
+    /// Event time every input partition has reached (Kafka), if some
+    /// partition is behind: timers run on it, not on the newest sample.
+    horizon_ms: Option<i64>,
 }
 
 impl AlertStage {
@@ -35,6 +38,7 @@ impl AlertStage {
             watched: HashMap::new(),
             last_tick_ms: i64::MIN,
             watermark_ms: i64::MIN,
+            horizon_ms: None,
         }
     }
 
@@ -62,12 +66,24 @@ impl AlertStage {
             watched: snap.watched.into_iter().collect(),
             last_tick_ms: snap.last_tick_ms,
             watermark_ms: snap.watermark_ms,
+            horizon_ms: None,
         })
     }
 
     /// Newest event time seen.
     pub fn watermark_ms(&self) -> i64 {
-        self.watermark_ms
+        match self.horizon_ms {
+            Some(h) => h.min(self.watermark_ms),
+            None => self.watermark_ms,
+        }
+    }
+
+    /// Sets the event time every input partition has reached (`None`: one
+    /// ordered input, or none behind). `for`, staleness and routing timers
+    /// run on it, so a partition that lags does not see its alerts judged
+    /// by another partition's clock.
+    pub fn set_horizon(&mut self, horizon_ms: Option<i64>) {
+        self.horizon_ms = horizon_ms;
     }
 
     /// Feeds one assessment; state changes are appended to `out`.
@@ -129,9 +145,15 @@ impl AlertStage {
         } else if keep != bits {
             self.watched.insert(a.gpu.clone(), keep);
         }
-        if self.last_tick_ms == i64::MIN || self.watermark_ms - self.last_tick_ms >= TICK_EVERY_MS {
-            self.last_tick_ms = self.watermark_ms;
-            out.extend(self.engine.tick(self.watermark_ms));
+        let clock = self.watermark_ms();
+        if clock != i64::MIN
+            && (self.last_tick_ms == i64::MIN || clock - self.last_tick_ms >= TICK_EVERY_MS)
+        {
+            if self.last_tick_ms != i64::MIN && clock - self.last_tick_ms > 1_800_000 {
+                tracing::warn!(from = self.last_tick_ms, to = clock, horizon = ?self.horizon_ms, max = self.watermark_ms, "alert clock jumped");
+            }
+            self.last_tick_ms = clock;
+            out.extend(self.engine.tick(clock));
         }
     }
 

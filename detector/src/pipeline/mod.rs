@@ -223,6 +223,7 @@ impl Pipeline {
                                 shard.set_silence_horizon(horizon);
                                 shard.process(&batch, &mut out);
                                 out.origin_ms = origin;
+                                out.horizon_ms = horizon;
                                 st.metrics.shard_latency.observe(t.elapsed().as_secs_f64());
                             }
                             ShardMsg::Snapshot(req) => {
@@ -388,6 +389,7 @@ impl AlertThread {
             }
         }
         // End of input: let timers run out to the watermark.
+        self.stage.set_horizon(None);
         let now = self.stage.watermark_ms();
         if now != i64::MIN {
             self.stage.tick(now, &mut events);
@@ -437,6 +439,7 @@ impl AlertThread {
         }
         summary.rejected += out.rejected.len() as u64;
         summary.assessments += out.assessments.len() as u64;
+        self.stage.set_horizon(out.horizon_ms);
         m.assessments
             .fetch_add(out.assessments.len() as u64, Relaxed);
         for a in &out.assessments {

@@ -46,6 +46,8 @@ pub struct ShardOutput {
     pub rejected: Vec<(&'static str, String)>,
     /// Wall time the batch's oldest sample was produced, if known.
     pub origin_ms: Option<i64>,
+    /// Event time every input partition had reached (see `ShardMsg::Batch`).
+    pub horizon_ms: Option<i64>,
     /// At a barrier: this shard's serialized state.
     pub snapshot: Option<anyhow::Result<Vec<u8>>>,
     /// At a barrier, on shard 0's output: the checkpoint request.

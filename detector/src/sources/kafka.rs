@@ -37,7 +37,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::{BATCH, DeadLetters};
 use crate::checkpoint::Offsets;
-use crate::pipeline::{PipelineHandle, Pipeline};
+use crate::pipeline::{Pipeline, PipelineHandle};
 use crate::state::State;
 
 /// Kafka settings (validated config).
@@ -66,22 +66,45 @@ struct Shared {
     checkpointer: Option<PipelineHandle>,
     /// Set by a revoke: the loop must re-read its assignment.
     revoked: AtomicBool,
-    /// Newest event time handed over per partition.
-    event_time: Mutex<BTreeMap<(String, i32), i64>>,
+    /// Partitions assigned to this member (set by the rebalance callback).
+    assigned: Mutex<Vec<(String, i32)>>,
+    /// Newest event time handed over per partition, and when (wall) the
+    /// partition last delivered a message.
+    event_time: Mutex<BTreeMap<(String, i32), (i64, Instant)>>,
 }
 
+/// A caught-up partition with no message for this long no longer holds
+/// event time back (an idle partition must not stop the clock).
+const IDLE_PARTITION: Duration = Duration::from_secs(5);
+
 impl Shared {
-    /// The event time every partition with unread messages has reached:
-    /// silence is judged against it, so a lagging partition's GPUs do not
-    /// look silent. `None` when no partition is behind.
+    /// The event time every assigned partition has reached: silence and
+    /// alert timers run on it, so the GPUs of a partition that lags
+    /// (fetches come a partition at a time, and a restart resumes them one
+    /// by one) are not judged by another partition's clock. A partition
+    /// stops holding time back only once it is caught up and has been
+    /// quiet for [`IDLE_PARTITION`]. `None` when no partition counts.
     fn horizon(&self) -> Option<i64> {
-        let (Ok(high), Ok(sent), Ok(et)) = (self.high.lock(), self.sent.lock(), self.event_time.lock())
-        else {
+        let (Ok(assigned), Ok(high), Ok(sent), Ok(et)) = (
+            self.assigned.lock(),
+            self.high.lock(),
+            self.sent.lock(),
+            self.event_time.lock(),
+        ) else {
             return None;
         };
-        high.iter()
-            .filter(|(k, hi)| sent.get(*k).copied().unwrap_or(0) < **hi)
-            .map(|(k, _)| et.get(k).copied().unwrap_or(i64::MIN))
+        assigned
+            .iter()
+            .filter(|k| {
+                let caught_up = match (high.get(*k), sent.get(*k)) {
+                    (Some(hi), Some(next)) => next >= hi,
+                    (Some(hi), None) => *hi == 0,
+                    (None, _) => false,
+                };
+                let quiet = et.get(*k).is_none_or(|e| e.1.elapsed() >= IDLE_PARTITION);
+                !(caught_up && quiet)
+            })
+            .map(|k| et.get(k).map_or(i64::MIN, |e| e.0))
             .min()
     }
 }
@@ -109,9 +132,19 @@ impl ConsumerContext for Ctx {
         let Rebalance::Revoke(tpl) = rebalance else {
             if let Rebalance::Assign(tpl) = rebalance {
                 tracing::info!(partitions = tpl.count(), "partitions assigned");
+                if let Ok(mut a) = self.shared.assigned.lock() {
+                    *a = tpl
+                        .elements()
+                        .iter()
+                        .map(|e| (e.topic().to_owned(), e.partition()))
+                        .collect();
+                }
             }
             return;
         };
+        if let Ok(mut a) = self.shared.assigned.lock() {
+            a.clear();
+        }
         tracing::info!(
             partitions = tpl.count(),
             "partitions revoked: checkpointing"
@@ -158,6 +191,10 @@ pub fn client_config(s: &KafkaSettings) -> ClientConfig {
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("statistics.interval.ms", "1000")
+        // A restarted instance takes its partitions back within seconds
+        // (librdkafka's 45 s default keeps a dead member's partitions idle).
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "2000")
         .set("enable.partition.eof", "false");
     for (k, v) in &s.options {
         c.set(k, v);
@@ -192,6 +229,7 @@ pub fn run(
         checkpointer: policy.as_ref().map(|_| pipeline.handle()),
         revoked: AtomicBool::new(false),
         event_time: Mutex::new(BTreeMap::new()),
+        assigned: Mutex::new(Vec::new()),
     });
     let consumer: BaseConsumer<Ctx> = client_config(settings)
         .create_with_context(Ctx {
@@ -350,9 +388,10 @@ pub fn run(
                 sent.append(&mut batch_offsets);
             }
             if let Ok(mut et) = shared.event_time.lock() {
+                let now = Instant::now();
                 for (k, t) in std::mem::take(&mut batch_times) {
-                    let e = et.entry(k).or_insert(i64::MIN);
-                    *e = (*e).max(t);
+                    let e = et.entry(k).or_insert((i64::MIN, now));
+                    *e = (e.0.max(t), now);
                 }
             }
             pipeline.send_from(b, batch_origin.take(), shared.horizon())?;

@@ -153,6 +153,10 @@ pub struct FeatureEngine {
     /// a partition that lags does not make its GPUs look silent.
     #[serde(default)]
     silence_horizon_ms: Option<i64>,
+    /// The horizon advanced since the last sweep: sweep even if the
+    /// newest sample did not move.
+    #[serde(default)]
+    horizon_moved: bool,
     counters: EngineCounters,
     /// Reused per batch: each row's cohort ids, for deferred z-scores.
     #[serde(skip)]
@@ -189,6 +193,7 @@ impl FeatureEngine {
             next_sweep_ms: i64::MIN,
             next_gc_ms: i64::MIN,
             silence_horizon_ms: None,
+            horizon_moved: false,
             counters: EngineCounters::default(),
             deferred: Vec::new(),
             alphas: row::AlphaCache::default(),
@@ -219,6 +224,9 @@ impl FeatureEngine {
     /// Sets the event time all input partitions have reached (`None`: the
     /// input is one ordered stream, judge silence by the newest sample).
     pub fn set_silence_horizon(&mut self, horizon_ms: Option<i64>) {
+        if horizon_ms != self.silence_horizon_ms {
+            self.horizon_moved = true;
+        }
         self.silence_horizon_ms = horizon_ms;
     }
 
@@ -343,6 +351,10 @@ impl FeatureEngine {
         self.counters.rows += 1;
         if ts > self.watermark_ms {
             self.watermark_ms = ts;
+            self.horizon_moved = false;
+            self.housekeeping(events);
+        } else if self.horizon_moved {
+            self.horizon_moved = false;
             self.housekeeping(events);
         }
         Ok(Disposition::Row)
@@ -351,14 +363,15 @@ impl FeatureEngine {
     /// Silence sweep and garbage collection, when due.
     fn housekeeping(&mut self, events: &mut Vec<FeatureEvent>) {
         let now = self.watermark_ms;
-        if now >= self.next_sweep_ms {
-            self.next_sweep_ms = now + SWEEP_EVERY_MS;
+        // Silence runs on the horizon when the source has partitions.
+        let quiet_now = self.silence_horizon_ms.map_or(now, |h| h.min(now));
+        if quiet_now >= self.next_sweep_ms && quiet_now != i64::MIN {
+            self.next_sweep_ms = quiet_now + SWEEP_EVERY_MS;
             let silence = self.cfg.silence_ms;
             let start = events.len();
-            let quiet_now = self.silence_horizon_ms.map_or(now, |h| h.min(now));
             for (gpu, st) in &mut self.gpus {
                 let last = st.arrival.last_ts_ms();
-                if !st.arrival.silent_reported && quiet_now - last > silence {
+                if !st.arrival.silent_reported && quiet_now.saturating_sub(last) > silence {
                     st.arrival.silent_reported = true;
                     events.push(FeatureEvent::Silent {
                         gpu: gpu.clone(),
