@@ -10,6 +10,7 @@
 //! is owned by the table, so its address cannot be reused by another
 //! allocation while it is a key.
 //!
+//! Before any hashing, the slot after the previous sample's is tried.
 //! States sit in insertion order, so a shard that sees its GPUs in the same
 //! order every tick walks its state memory front to back (the hardware
 //! prefetcher's best case), instead of jumping around a hash table of
@@ -78,12 +79,31 @@ pub struct GpuTable {
     free: Vec<u32>,
     by_name: HashMap<GpuId, u32, FxBuild>,
     by_addr: HashMap<usize, u32, BuildHasherDefault<AddrHasher>>,
+    /// The slot after the last one found: where the next sample's GPU
+    /// usually is.
+    next_hint: u32,
 }
 
 impl GpuTable {
     /// The slot of `gpu`, if it has state.
     #[inline]
     pub fn find(&mut self, gpu: &GpuId) -> Option<u32> {
+        // A shard sees its GPUs in much the same order every tick: try the
+        // slot after the last one found before hashing (that slot's memory
+        // is next in line anyway; a hash probe is a cache miss).
+        let hint = self.next_hint as usize;
+        if let Some(Some(e)) = self.slots.get(hint) {
+            if Arc::ptr_eq(&e.id, gpu) {
+                self.next_hint = self.next_hint.wrapping_add(1);
+                return Some(hint as u32);
+            }
+        }
+        let i = self.find_indexed(gpu)?;
+        self.next_hint = i.wrapping_add(1);
+        Some(i)
+    }
+
+    fn find_indexed(&mut self, gpu: &GpuId) -> Option<u32> {
         if let Some(i) = self.by_addr.get(&addr(gpu)) {
             return Some(*i);
         }
@@ -123,6 +143,7 @@ impl GpuTable {
         };
         self.by_name.insert(gpu.clone(), i);
         self.by_addr.insert(addr(gpu), i);
+        self.next_hint = i.wrapping_add(1);
         i
     }
 
