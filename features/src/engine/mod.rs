@@ -371,7 +371,7 @@ impl FeatureEngine {
         }
     }
 
-    /// Approximate heap bytes of all feature state (per-GPU map and state,
+    /// Approximate heap bytes of all feature state (per-GPU table and state,
     /// models, cohorts with their open buckets, hosts, XID groups).
     pub fn approx_heap_bytes(&self) -> usize {
         self.gpus.approx_heap_bytes()
