@@ -21,6 +21,19 @@ const Z_BAND: f32 = 8.0;
 /// bucket); a degrading cooling path reaches 20+ °C and a GPU as hot as a
 /// training GPU while idle ~35 °C.
 const RESID_BAND: f32 = 12.0;
+/// Normal bands of every expected-vs-actual residual for healthy GPUs:
+/// (column, band). From the simulator (seed 17, 256 GPUs, 8 h, rows more
+/// than 30 min into their phase): temperature p99.9 8.4 °C (band above);
+/// memory temperature p99.9 11.7 °C, max 16 °C (HBM lags the package, and
+/// its model shares the package's thermal regressors), transitions reach
+/// 19 °C; SM clock p99.9 98 MHz, transitions 114 MHz (a straggler runs
+/// 200–400 MHz slow); power p99.9 103 W, max 121 W.
+const RESID_BANDS: [(Col, f32); 4] = [
+    (Col::GpuTempResid, RESID_BAND),
+    (Col::MemoryTempResid, 20.0),
+    (Col::SmClockResid, 150.0),
+    (Col::PowerResid, 150.0),
+];
 
 struct Run {
     sim: Simulator,
@@ -91,9 +104,12 @@ const PEER_Z: [Col; 8] = [
     Col::PowerResidPeerZ,
 ];
 
-/// Idle → training: no residual or peer z-score leaves its band for healthy
-/// GPUs; and the workload-aware direction: a GPU as hot as a training GPU
-/// while idle is out of band.
+/// Idle → training: no residual (temperature, memory temperature, clock,
+/// power) or peer z-score leaves its band for healthy GPUs within 10 min
+/// before to 30 min after a training job starts on their host, although
+/// most of those rows are hotter than any idle GPU (hot during training is
+/// normal); and the other direction: a GPU as hot as a training GPU while
+/// idle is out of band in at least 90 % of its idle rows.
 #[test]
 fn idle_to_training_stays_in_band_but_hot_while_idle_does_not() {
     let victim: std::cell::RefCell<Option<Arc<str>>> = std::cell::RefCell::new(None);
@@ -130,7 +146,20 @@ fn idle_to_training_stays_in_band_but_hot_while_idle_does_not() {
         !starts.is_empty(),
         "the run has training starts after warm-up"
     );
+    // The hottest healthy idle GPU settled in its phase: training rows above
+    // it are "hot", and must still be in band.
+    let idle_max = run
+        .rows
+        .iter()
+        .filter(|r| r.gpu != victim && r.phase == Phase::Idle && r.get(Col::PhaseAgeS) > 1800.0)
+        .map(|r| r.get(Col::GpuTemp))
+        .fold(f32::NEG_INFINITY, f32::max);
+    assert!(
+        idle_max.is_finite() && idle_max < 50.0,
+        "idle max {idle_max}"
+    );
     let mut checked = 0;
+    let mut hot_training = 0;
     let mut worst: Vec<(f32, String)> = Vec::new();
     for (start, hosts) in &starts {
         for r in run.rows.iter().filter(|r| {
@@ -139,9 +168,14 @@ fn idle_to_training_stays_in_band_but_hot_while_idle_does_not() {
                 && r.gpu != victim
                 && r.topo.host.as_ref().is_some_and(|h| hosts.contains(h))
         }) {
-            let resid = r.get(Col::GpuTempResid);
-            if resid.abs() > RESID_BAND {
-                worst.push((resid, describe(r, Col::GpuTempResid, *start)));
+            for (c, band) in RESID_BANDS {
+                let resid = r.get(c);
+                if resid.abs() > band {
+                    worst.push((resid, describe(r, c, *start)));
+                }
+            }
+            if r.phase == Phase::Training && r.get(Col::GpuTemp) > idle_max {
+                hot_training += 1;
             }
             for c in PEER_Z {
                 let z = r.get(c);
@@ -153,6 +187,12 @@ fn idle_to_training_stays_in_band_but_hot_while_idle_does_not() {
         }
     }
     assert!(checked > 100, "checked {checked} rows");
+    // Hot during training is normal: many transition rows are hotter than
+    // any settled idle GPU, and none of them left its band (below).
+    assert!(
+        hot_training * 4 >= checked,
+        "only {hot_training} of {checked} transition rows train above {idle_max} °C"
+    );
     worst.sort_by(|a, b| b.0.abs().total_cmp(&a.0.abs()));
     assert!(
         worst.is_empty(),
@@ -160,8 +200,7 @@ fn idle_to_training_stays_in_band_but_hot_while_idle_does_not() {
         worst.len(),
         &worst[..worst.len().min(12)]
     );
-    // Hot during training is normal: training rows' temperatures are high
-    // and still in band (checked above). Hot while idle is not:
+    // Hot while idle is not normal:
     let hot_idle: Vec<_> = rows_of(&run.rows, &victim)
         .into_iter()
         .filter(|r| {
@@ -181,44 +220,92 @@ fn idle_to_training_stays_in_band_but_hot_while_idle_does_not() {
     );
 }
 
-/// A rolling driver reload: counter-reset events, and no rate spike.
+/// A rolling driver reload: every GPU of every reloaded host gets counter
+/// reset events at the reload (counted as one reset episode), no rate is
+/// ever negative, no error rate in the 10 minutes after a GPU's reload
+/// leaves the fleet's pre-reload range (no spike), and the energy-derived
+/// power is unknown for the reset interval and within the TDP after it.
 #[test]
 fn driver_reload_gives_reset_events_and_no_rate_spike() {
     let run = simulate(Scenario::DriverReloadWave, 128, 4.0, 5, |_| {});
-    let reloaded: Vec<Arc<str>> = run
+    let reloads: Vec<(i64, Arc<str>)> = run
         .sim
         .events()
         .iter()
         .filter_map(|e| match &e.kind {
-            SimEventKind::DriverReload { host } => Some(host.clone()),
+            SimEventKind::DriverReload { host } => Some((e.ts_ms, host.clone())),
             _ => None,
         })
         .collect();
-    assert!(!reloaded.is_empty());
-    let mut reset_gpus: HashMap<Arc<str>, usize> = HashMap::new();
-    for e in &run.events {
-        if let FeatureEvent::CounterReset { gpu, .. } = e {
-            *reset_gpus.entry(gpu.clone()).or_default() += 1;
+    assert!(!reloads.is_empty());
+    const ERROR_RATES: [Col; 7] = [
+        Col::EccSbeRate,
+        Col::EccDbeRate,
+        Col::PcieReplayRate,
+        Col::NvlinkCrcFlitRate,
+        Col::NvlinkCrcDataRate,
+        Col::NvlinkReplayRate,
+        Col::NvlinkRecoveryRate,
+    ];
+    // The fleet's normal range of each error rate: its maximum before the
+    // first reload, at least two errors in a 30 s interval (the simulator's
+    // benign background errors come one or two at a time).
+    let first = reloads
+        .iter()
+        .map(|r| r.0)
+        .min()
+        .expect("checked non-empty");
+    let normal_max = ERROR_RATES.map(|c| {
+        run.rows
+            .iter()
+            .filter(|r| r.ts_ms < first)
+            .map(|r| r.get(c))
+            .filter(|v| v.is_finite())
+            .fold(240.0f32, f32::max)
+    });
+    let mut reloaded_gpus = 0;
+    for (ts, host) in &reloads {
+        for g in run.sim.gpus().iter().filter(|g| &g.host == host) {
+            let resets = run
+                .events
+                .iter()
+                .filter(|e| {
+                    matches!(e, FeatureEvent::CounterReset { gpu, ts_ms, .. }
+                        if *gpu == g.uuid && ts_ms == ts)
+                })
+                .count();
+            assert!(resets >= 1, "{} reloaded at {ts} without a reset", g.uuid);
+            let rows = rows_of(&run.rows, &g.uuid);
+            let at = rows
+                .iter()
+                .find(|r| r.ts_ms == *ts)
+                .expect("the GPU reported at its reload");
+            assert_eq!(at.get(Col::CounterResets1h), 1.0, "one reset episode");
+            assert!(at.get(Col::EnergyPowerW).is_nan(), "reset interval");
+            for (c, normal) in ERROR_RATES.iter().zip(&normal_max) {
+                let after = rows
+                    .iter()
+                    .filter(|r| r.ts_ms >= *ts && r.ts_ms < ts + 600_000)
+                    .map(|r| r.get(*c))
+                    .filter(|v| v.is_finite())
+                    .fold(0.0f32, f32::max);
+                assert!(
+                    after <= *normal,
+                    "{} {c:?} spiked to {after}/h after reload (fleet before reloads: {normal}/h)",
+                    g.uuid
+                );
+            }
+            reloaded_gpus += 1;
         }
     }
-    let on_reloaded_hosts = run
-        .sim
-        .gpus()
-        .iter()
-        .filter(|g| reloaded.contains(&g.host))
-        .filter(|g| reset_gpus.contains_key(&g.uuid))
-        .count();
-    assert!(on_reloaded_hosts > 0, "reset events on reloaded hosts");
+    assert!(reloaded_gpus >= 64, "{reloaded_gpus} reloaded GPUs");
     let tdp = 1_000.0;
     for r in &run.rows {
-        for c in [
-            Col::EccSbeRate,
-            Col::PcieReplayRate,
-            Col::NvlinkCrcFlitRate,
+        for c in ERROR_RATES.into_iter().chain([
             Col::EnergyPowerW,
             Col::ThermalViolationFrac,
             Col::PowerViolationFrac,
-        ] {
+        ]) {
             let v = r.get(c);
             assert!(v.is_nan() || v >= 0.0, "{} negative {c:?} {v}", r.gpu);
         }
@@ -236,7 +323,9 @@ fn driver_reload_gives_reset_events_and_no_rate_spike() {
 }
 
 /// A straggler's clock and power peer z-scores stand out within 10 minutes
-/// of onset.
+/// of onset: over its loaded rows of the first 10 minutes, its clock z
+/// passes the normal band, and its median clock and power z-scores are
+/// below -3 and below the median of every healthy GPU of its job.
 #[test]
 fn straggler_stands_out_within_ten_minutes() {
     let run = simulate(Scenario::Only(FailureKind::Straggler), 256, 8.0, 23, |_| {});
@@ -247,38 +336,53 @@ fn straggler_stands_out_within_ten_minutes() {
         .filter(|l| l.kind == FailureKind::Straggler)
         .collect();
     assert!(!labels.is_empty());
-    let mut detected = 0;
-    let mut report = Vec::new();
+    let median = |mut xs: Vec<f32>| {
+        xs.retain(|x| x.is_finite());
+        xs.sort_by(f32::total_cmp);
+        xs.get(xs.len() / 2).copied().unwrap_or(f32::NAN)
+    };
+    let mut checked = 0;
     for l in &labels {
         let Some(gpu) = &l.gpu else { continue };
-        let rows = rows_of(&run.rows, gpu);
-        let window: Vec<_> = rows
-            .iter()
-            .filter(|r| r.ts_ms >= l.onset_ms && r.ts_ms < l.onset_ms + 600_000)
-            .filter(|r| r.get(Col::GpuUtil) > 50.0)
+        let in_window = |r: &&FeatureRow| {
+            r.ts_ms >= l.onset_ms && r.ts_ms < l.onset_ms + 600_000 && r.get(Col::GpuUtil) > 50.0
+        };
+        let window: Vec<&FeatureRow> = rows_of(&run.rows, gpu)
+            .into_iter()
+            .filter(in_window)
             .collect();
         if window.is_empty() {
             continue; // not under load at onset: nothing to compare.
         }
-        let clock = window
+        let job = window[0].topo.job.clone().expect("stragglers run in a job");
+        let z = |rs: &[&FeatureRow], c: Col| median(rs.iter().map(|r| r.get(c)).collect());
+        let min_clock = window
             .iter()
             .map(|r| r.get(Col::SmClockPeerZ))
             .fold(f32::NAN, f32::min);
-        let power = window
-            .iter()
-            .map(|r| r.get(Col::PowerPeerZ))
-            .fold(f32::NAN, f32::min);
-        report.push((gpu.clone(), clock, power));
-        if clock < -Z_BAND && power < -3.0 {
-            detected += 1;
+        let (clock, power) = (z(&window, Col::SmClockPeerZ), z(&window, Col::PowerPeerZ));
+        assert!(
+            min_clock < -Z_BAND && clock < -3.0 && power < -3.0,
+            "{gpu}: clock z min {min_clock} median {clock}, power z median {power}"
+        );
+        let mut peers: HashMap<Arc<str>, Vec<&FeatureRow>> = HashMap::new();
+        for r in run.rows.iter().filter(in_window) {
+            if r.gpu != *gpu && r.topo.job.as_ref() == Some(&job) {
+                peers.entry(r.gpu.clone()).or_default().push(r);
+            }
         }
+        assert!(peers.len() >= 3, "{} job peers", peers.len());
+        for (peer, rs) in &peers {
+            let (pc, pp) = (z(rs, Col::SmClockPeerZ), z(rs, Col::PowerPeerZ));
+            assert!(
+                pc > clock && pp > power && pc > -3.0 && pp > -3.0,
+                "{gpu} (clock {clock}, power {power}) does not stand out from {peer} \
+                 (clock {pc}, power {pp})"
+            );
+        }
+        checked += 1;
     }
-    assert!(!report.is_empty(), "a straggler under load");
-    assert_eq!(
-        detected,
-        report.len(),
-        "clock / power z per straggler: {report:?}"
-    );
+    assert!(checked > 0, "a straggler under load");
 }
 
 /// Cooling-path degradation: the temperature residual grows while the raw

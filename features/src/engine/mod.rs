@@ -13,12 +13,12 @@
 //! restore → continue gives identical rows. Use a binary format (CBOR,
 //! bincode): feature state holds NaN, which JSON cannot carry.
 
+mod gpus;
 mod row;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -35,6 +35,7 @@ use crate::state::gaps::Arrival;
 use crate::state::smooth::EventKind;
 use crate::vector::FeatureRow;
 use crate::xid::{XidBlame, XidClass, XidCorrelator};
+use gpus::{GpuEntry, GpuTable};
 
 /// Something worth telling operators or models about, beside the rows.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,7 +140,7 @@ const XID_GROUP_TTL_MS: i64 = 3_600_000;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FeatureEngine {
     cfg: FeatureConfig,
-    gpus: GpuMap,
+    gpus: GpuTable,
     models: ModelBank,
     cohorts: CohortStats,
     hosts: HostTemps,
@@ -177,8 +178,6 @@ fn salt(gpu: &str) -> u32 {
 /// The per-GPU map's hasher (see [`crate::hash`]).
 pub use crate::hash::FxHasher as GpuIdHasher;
 
-type GpuMap = HashMap<GpuId, GpuState, BuildHasherDefault<GpuIdHasher>>;
-
 impl FeatureEngine {
     /// An engine with no GPUs yet.
     pub fn new(cfg: FeatureConfig) -> Result<Self, ConfigError> {
@@ -188,7 +187,7 @@ impl FeatureEngine {
             cohorts: CohortStats::new(cfg.peer_bucket_ms, cfg.min_cohort),
             hosts: HostTemps::new(cfg.peer_bucket_ms),
             xids: XidCorrelator::default(),
-            gpus: GpuMap::default(),
+            gpus: GpuTable::default(),
             watermark_ms: i64::MIN,
             next_sweep_ms: i64::MIN,
             next_gc_ms: i64::MIN,
@@ -294,15 +293,13 @@ impl FeatureEngine {
                 ahead_ms: ts - self.watermark_ms,
             });
         }
-        // Look up before inserting: the hit path then clones no `Arc`.
-        if !self.gpus.contains_key(&*sample.gpu) {
-            self.gpus
-                .insert(sample.gpu.clone(), GpuState::new(salt(&sample.gpu)));
-        }
-        let st = self
-            .gpus
-            .get_mut(&*sample.gpu)
-            .expect("the GPU's state was inserted above");
+        let slot = match self.gpus.find(&sample.gpu) {
+            Some(i) => i,
+            None => self
+                .gpus
+                .insert(&sample.gpu, GpuState::new(salt(&sample.gpu))),
+        };
+        let st = &mut self.gpus.entry_mut(slot).state;
         let arrival = st
             .arrival
             .classify(ts, self.cfg.reorder_tolerance_ms, self.cfg.silence_ms);
@@ -369,7 +366,7 @@ impl FeatureEngine {
             self.next_sweep_ms = quiet_now + SWEEP_EVERY_MS;
             let silence = self.cfg.silence_ms;
             let start = events.len();
-            for (gpu, st) in &mut self.gpus {
+            for GpuEntry { id: gpu, state: st } in self.gpus.iter_mut() {
                 let last = st.arrival.last_ts_ms();
                 if !st.arrival.silent_reported && quiet_now.saturating_sub(last) > silence {
                     st.arrival.silent_reported = true;
@@ -394,23 +391,16 @@ impl FeatureEngine {
                 self.hosts.gc(now, IDLE_BUCKETS);
                 self.xids.gc(now - XID_GROUP_TTL_MS);
                 let ttl = self.cfg.gpu_ttl_ms;
-                self.gpus
-                    .retain(|_, st| now - st.arrival.last_ts_ms() <= ttl);
+                self.gpus.retain(|st| now - st.arrival.last_ts_ms() <= ttl);
             }
             self.next_gc_ms = now + GC_EVERY_MS;
         }
     }
 
-    /// Approximate heap bytes of all feature state (per-GPU map and state,
+    /// Approximate heap bytes of all feature state (per-GPU table and state,
     /// models, cohorts with their open buckets, hosts, XID groups).
     pub fn approx_heap_bytes(&self) -> usize {
-        let map = self.gpus.capacity() * (std::mem::size_of::<(GpuId, GpuState)>() + 1);
-        let per_gpu: usize = self
-            .gpus
-            .iter()
-            .map(|(id, st)| id.len() + 16 + st.heap_bytes())
-            .sum();
-        map + per_gpu
+        self.gpus.approx_heap_bytes()
             + self.models.approx_heap_bytes()
             + self.cohorts.approx_heap_bytes()
             + self.hosts.approx_heap_bytes()

@@ -55,6 +55,66 @@ fn median_in_place(xs: &mut [f32]) -> f32 {
     }
 }
 
+/// Largest bucket that [`median_mad_small`] sorts instead of selecting.
+const SMALL: usize = 32;
+
+/// Median and MAD of a small slice (sorted in place): one insertion sort,
+/// then the absolute deviations are walked in order from the median outward
+/// (those below it, read right to left, and those above it are each
+/// already sorted), so no second selection is needed. Exactly the values
+/// [`median_in_place`] gives twice: the same order statistics of the same
+/// numbers (`m - x` and `|x - m|` round alike).
+fn median_mad_small(xs: &mut [f32]) -> (f32, f32) {
+    for i in 1..xs.len() {
+        let x = xs[i];
+        let mut j = i;
+        while j > 0 && xs[j - 1].total_cmp(&x).is_gt() {
+            xs[j] = xs[j - 1];
+            j -= 1;
+        }
+        xs[j] = x;
+    }
+    let n = xs.len();
+    if n == 0 {
+        return (f32::NAN, f32::NAN);
+    }
+    let k = n / 2;
+    let med = if n % 2 == 1 {
+        xs[k]
+    } else {
+        0.5 * (xs[k - 1] + xs[k])
+    };
+    // Merge the two sorted deviation runs up to rank k.
+    let (mut lo, mut hi) = (k, k); // next below: xs[lo - 1]; next above: xs[hi]
+    let mut prev = f32::NAN;
+    let mut rank = 0;
+    loop {
+        let below = (lo > 0).then(|| (med - xs[lo - 1]).abs());
+        let above = (hi < n).then(|| (xs[hi] - med).abs());
+        let d = match (below, above) {
+            (Some(b), Some(a)) if b.total_cmp(&a).is_le() => {
+                lo -= 1;
+                b
+            }
+            (_, Some(a)) => {
+                hi += 1;
+                a
+            }
+            (Some(b), None) => {
+                lo -= 1;
+                b
+            }
+            (None, None) => unreachable!("rank k < n deviations exist"),
+        };
+        if rank == k {
+            let mad = if n % 2 == 1 { d } else { 0.5 * (prev + d) };
+            return (med, mad);
+        }
+        prev = d;
+        rank += 1;
+    }
+}
+
 impl RobustStats {
     /// Median / MAD of each column of `cols` (one `Vec` per peer feature,
     /// one entry per GPU). A feature with fewer than `min` finite values
@@ -75,11 +135,15 @@ impl RobustStats {
             if scratch.len() < min as usize {
                 continue;
             }
-            let med = median_in_place(scratch);
-            for x in scratch.iter_mut() {
-                *x = (*x - med).abs();
-            }
-            let mad = median_in_place(scratch);
+            let (med, mad) = if scratch.len() <= SMALL {
+                median_mad_small(scratch)
+            } else {
+                let med = median_in_place(scratch);
+                for x in scratch.iter_mut() {
+                    *x = (*x - med).abs();
+                }
+                (med, median_in_place(scratch))
+            };
             out.median[p] = med;
             out.scale[p] = (MAD_TO_SIGMA * mad).max(floors[p]);
         }
@@ -101,6 +165,28 @@ impl RobustStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The small-bucket path gives bit for bit what two selections give.
+        #[test]
+        fn small_path_equals_selection(
+            xs in proptest::collection::vec(
+                prop_oneof![-5i32..5, -100_000i32..100_000].prop_map(|v| v as f32 / 8.0),
+                1..=SMALL,
+            ),
+        ) {
+            let mut a = xs.clone();
+            let med = median_in_place(&mut a);
+            for x in a.iter_mut() {
+                *x = (*x - med).abs();
+            }
+            let mad = median_in_place(&mut a);
+            let mut b = xs.clone();
+            let (m2, d2) = median_mad_small(&mut b);
+            prop_assert_eq!((med.to_bits(), mad.to_bits()), (m2.to_bits(), d2.to_bits()));
+        }
+    }
 
     #[test]
     fn median_mad_and_floor() {

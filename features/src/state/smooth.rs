@@ -90,14 +90,13 @@ impl DecayedCounts {
     /// Decays every count to `ts_ms`.
     #[inline]
     pub fn advance(&mut self, ts_ms: i64, tau_ms: i64) {
-        if self.ts_ms != i64::MIN && ts_ms > self.ts_ms {
+        // Most GPUs have no recent event: skip the `exp` then.
+        if self.ts_ms != i64::MIN && ts_ms > self.ts_ms && self.counts.iter().any(|c| *c != 0.0) {
             let keep = 1.0 - alpha(ts_ms - self.ts_ms, tau_ms);
-            if self.counts.iter().any(|c| *c != 0.0) {
-                for c in &mut self.counts {
-                    *c *= keep;
-                    if *c < 1e-6 {
-                        *c = 0.0;
-                    }
+            for c in &mut self.counts {
+                *c *= keep;
+                if *c < 1e-6 {
+                    *c = 0.0;
                 }
             }
         }
