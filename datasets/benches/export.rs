@@ -60,7 +60,49 @@ fn export(c: &mut Criterion) {
         });
     }
     group.finish();
+    cpu_rate(&rows, &root);
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// This thread's CPU time (user + system) in seconds, from
+/// `/proc/thread-self/stat` (Linux; clock ticks of 10 ms): wall time on a
+/// loaded 2-core machine says little, CPU time is the cost on one core.
+fn thread_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// Rows per CPU-second over 10 full passes (printed; not a criterion result).
+fn cpu_rate(rows: &[FeatureRow], root: &std::path::Path) {
+    let passes = 10;
+    let Some(start) = thread_cpu_s() else {
+        return;
+    };
+    let mut bytes = 0;
+    for _ in 0..passes {
+        let _ = std::fs::remove_dir_all(root);
+        let mut cfg = ExportConfig::new(root, "bench");
+        cfg.fsync = false;
+        let mut w = PartitionedWriter::new(FeatureTable::new(), cfg).expect("writer");
+        w.push_all(rows).expect("push");
+        w.close().expect("close");
+    }
+    let end = thread_cpu_s().unwrap_or(start);
+    for f in datasets::export::list_files(root, "features", i64::MIN, i64::MAX).expect("list") {
+        bytes += std::fs::metadata(&f.path).map_or(0, |m| m.len());
+    }
+    let n = (rows.len() * passes) as f64;
+    println!(
+        "export/features every 1: {} rows x {passes} in {:.2} CPU-s = {:.0} rows per CPU-second; \
+         {:.1} bytes per row on disk",
+        rows.len(),
+        end - start,
+        n / (end - start),
+        bytes as f64 / rows.len() as f64
+    );
 }
 
 criterion_group!(benches, export);
