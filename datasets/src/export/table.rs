@@ -44,10 +44,11 @@ pub trait ExportTable: Send {
     fn to_batch(&self, rows: &[Self::Row]) -> Result<RecordBatch, ExportError>;
 }
 
-/// Writer settings shared by the tables: zstd (level 1: fast, ~the size of
-/// snappy × 0.7 on these columns), chunk-level statistics only (readers
-/// prune on row-group min/max; per-page statistics cost time), no
-/// dictionary on the listed float columns (values rarely repeat exactly).
+/// Writer settings shared by the tables: zstd level 1 (what `forewarn
+/// features` always used), chunk-level statistics only (readers prune on
+/// row-group min/max; per-page statistics cost time), no dictionary or
+/// statistics on the listed float columns (values rarely repeat exactly;
+/// the same choice as the telemetry writer).
 pub(crate) fn base_properties<'a>(
     metadata: Vec<KeyValue>,
     float_columns: impl IntoIterator<Item = &'a str>,
