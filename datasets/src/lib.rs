@@ -9,6 +9,7 @@
 //! same bytes.
 
 pub mod error;
+pub mod export;
 pub mod labels;
 pub mod parquet;
 pub mod schema;

@@ -12,22 +12,12 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context;
-use arrow::array::{ArrayRef, Float32Builder, Int64Builder, StringBuilder};
-use arrow::datatypes::{DataType, Field as ArrowField, Schema, SchemaRef};
-use arrow::record_batch::RecordBatch;
 use clap::Args;
+use datasets::export::FeatureFileWriter;
 use datasets::parquet::TelemetryReader;
-use features::{
-    Encoding, FEATURE_NAMES, FEATURE_SCHEMA_VERSION, FeatureConfig, FeatureEngine, FeatureRow,
-    Sample, decode, sniff,
-};
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use features::{Encoding, FeatureConfig, FeatureEngine, FeatureRow, Sample, decode, sniff};
 
 /// Rows per Parquet record batch (and row group flush unit).
 const BATCH_ROWS: usize = 65_536;
@@ -63,7 +53,10 @@ pub fn run(args: &FeaturesArgs) -> anyhow::Result<()> {
     let mut engine = FeatureEngine::new(cfg).context("invalid feature config")?;
     let file =
         File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let mut sink = FeatureSink::new(file)?;
+    let mut sink = FeatureSink {
+        writer: FeatureFileWriter::new(file, &args.out.display().to_string())?,
+        rows: Vec::with_capacity(BATCH_ROWS),
+    };
     let mut stats = Stats::default();
     for path in &args.input {
         if path.extension().is_some_and(|e| e == "parquet") {
@@ -176,54 +169,17 @@ fn process(
     Ok(())
 }
 
-/// Buffers rows and writes them as Arrow record batches.
+/// Buffers rows and writes them as record batches of the shared feature
+/// schema ([`datasets::export::feature_schema`]).
 struct FeatureSink {
-    writer: ArrowWriter<File>,
-    schema: SchemaRef,
+    writer: FeatureFileWriter<File>,
     rows: Vec<FeatureRow>,
 }
 
-/// The Arrow schema of the export.
-pub fn feature_schema() -> SchemaRef {
-    let mut fields = vec![
-        ArrowField::new("ts_ms", DataType::Int64, false),
-        ArrowField::new("gpu", DataType::Utf8, false),
-    ];
-    for name in ["host", "rack", "cluster", "model", "job", "phase_label"] {
-        fields.push(ArrowField::new(name, DataType::Utf8, true));
-    }
-    for name in FEATURE_NAMES {
-        fields.push(ArrowField::new(name, DataType::Float32, true));
-    }
-    Arc::new(Schema::new(fields))
-}
-
 impl FeatureSink {
-    fn new(file: File) -> anyhow::Result<Self> {
-        let schema = feature_schema();
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_key_value_metadata(Some(vec![KeyValue::new(
-                "forewarn.feature_schema_version".to_string(),
-                FEATURE_SCHEMA_VERSION.to_string(),
-            )]))
-            .build();
-        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props))
-            .context("creating the Parquet writer")?;
-        Ok(FeatureSink {
-            writer,
-            schema,
-            rows: Vec::with_capacity(BATCH_ROWS),
-        })
-    }
-
     fn flush(&mut self) -> anyhow::Result<()> {
-        if self.rows.is_empty() {
-            return Ok(());
-        }
-        let batch = to_batch(&self.schema, &self.rows)?;
         self.writer
-            .write(&batch)
+            .write_rows(&self.rows)
             .context("writing a feature batch")?;
         self.rows.clear();
         Ok(())
@@ -231,46 +187,20 @@ impl FeatureSink {
 
     fn finish(mut self) -> anyhow::Result<()> {
         self.flush()?;
-        self.writer.close().context("closing the Parquet file")?;
+        self.writer.finish().context("closing the Parquet file")?;
         Ok(())
     }
-}
-
-/// Rows → one record batch of [`feature_schema`].
-pub fn to_batch(schema: &SchemaRef, rows: &[FeatureRow]) -> anyhow::Result<RecordBatch> {
-    let n = rows.len();
-    let mut ts = Int64Builder::with_capacity(n);
-    let mut gpu = StringBuilder::with_capacity(n, n * 40);
-    let mut topo: Vec<StringBuilder> = (0..6).map(|_| StringBuilder::new()).collect();
-    for r in rows {
-        ts.append_value(r.ts_ms);
-        gpu.append_value(&*r.gpu);
-        let t = &r.topo;
-        for (b, v) in topo
-            .iter_mut()
-            .zip([&t.host, &t.rack, &t.cluster, &t.model, &t.job])
-        {
-            b.append_option(v.as_deref());
-        }
-        topo[5].append_value(r.phase.label());
-    }
-    let mut columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(gpu.finish())];
-    columns.extend(topo.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-    for i in 0..FEATURE_NAMES.len() {
-        let mut col = Float32Builder::with_capacity(n);
-        for r in rows {
-            col.append_value(r.values[i]);
-        }
-        columns.push(Arc::new(col.finish()));
-    }
-    RecordBatch::try_new(schema.clone(), columns).context("building a feature batch")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use features::Field;
+    use arrow::datatypes::DataType;
+    use features::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION, Field};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+    /// The file keeps the layout `forewarn features` has always written:
+    /// same column names, types, nullability and version metadata.
     #[test]
     fn writes_one_column_per_feature_and_reads_back() {
         let mut engine = FeatureEngine::new(FeatureConfig::default()).expect("config");
@@ -281,30 +211,62 @@ mod tests {
                     .with(Field::PowerUsage, 300.0)
             })
             .collect();
-        let (mut rows, mut events, mut rejected) = (Vec::new(), Vec::new(), Vec::new());
-        engine.process_batch(&samples, &mut rows, &mut events, &mut rejected);
-        let schema = feature_schema();
-        let batch = to_batch(&schema, &rows).expect("batch");
         let path = std::env::temp_dir().join(format!(
             "forewarn-features-test-{}.parquet",
             std::process::id()
         ));
-        let mut w =
-            ArrowWriter::try_new(File::create(&path).expect("create"), schema.clone(), None)
-                .expect("writer");
-        w.write(&batch).expect("write");
-        w.close().expect("close");
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-            File::open(&path).expect("open"),
-        )
-        .expect("reader")
-        .build()
-        .expect("build");
-        let back: Vec<RecordBatch> = reader.collect::<Result<_, _>>().expect("read");
+        let mut sink = FeatureSink {
+            writer: FeatureFileWriter::new(File::create(&path).expect("create"), "test")
+                .expect("writer"),
+            rows: Vec::new(),
+        };
+        let mut stats = Stats::default();
+        process(&mut engine, &samples, &mut sink, &mut stats).expect("process");
+        let want = datasets::export::feature_batch(&datasets::export::feature_schema(), &sink.rows)
+            .expect("batch");
+        sink.finish().expect("finish");
+
+        let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).expect("open"))
+            .expect("reader");
+        let kv = builder
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()
+            .expect("key-value metadata");
+        assert!(kv.iter().any(|e| e.key == "forewarn.feature_schema_version"
+            && e.value.as_deref() == Some(FEATURE_SCHEMA_VERSION.to_string().as_str())));
+        let schema = builder.schema().clone();
+        let lead = [
+            ("ts_ms", DataType::Int64, false),
+            ("gpu", DataType::Utf8, false),
+            ("host", DataType::Utf8, true),
+            ("rack", DataType::Utf8, true),
+            ("cluster", DataType::Utf8, true),
+            ("model", DataType::Utf8, true),
+            ("job", DataType::Utf8, true),
+            ("phase_label", DataType::Utf8, true),
+        ];
+        assert_eq!(schema.fields().len(), lead.len() + FEATURE_NAMES.len());
+        for (f, (name, ty, nullable)) in schema.fields().iter().zip(lead.clone()) {
+            assert_eq!(
+                (f.name().as_str(), f.data_type(), f.is_nullable()),
+                (name, &ty, nullable)
+            );
+        }
+        for (f, name) in schema.fields().iter().skip(lead.len()).zip(FEATURE_NAMES) {
+            assert_eq!(
+                (f.name().as_str(), f.data_type(), f.is_nullable()),
+                (name, &DataType::Float32, true)
+            );
+        }
+        let back: Vec<_> = builder
+            .build()
+            .expect("build")
+            .collect::<Result<_, _>>()
+            .expect("read");
         assert_eq!(back.len(), 1);
-        assert_eq!(back[0], batch);
-        assert_eq!(batch.num_columns(), 8 + FEATURE_NAMES.len());
-        assert_eq!(batch.num_rows(), 5);
+        assert_eq!(back[0].num_rows(), 5);
+        assert_eq!(format!("{:?}", back[0]), format!("{want:?}"));
         std::fs::remove_file(&path).expect("remove the temporary file");
     }
 }
