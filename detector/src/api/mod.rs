@@ -6,6 +6,7 @@
 
 mod error;
 mod gpus;
+mod map;
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -30,6 +31,7 @@ pub fn app(state: State) -> Router {
         .route("/v1/gpus/{uuid}", get(gpus::one))
         .route("/v1/fleet", get(gpus::fleet))
         .route("/v1/alerts", get(gpus::alerts))
+        .merge(map::router(state.clone()))
         .with_state(state)
 }
 
