@@ -24,6 +24,12 @@ use crate::state::GpuView;
 /// about once a second; several tabs share one pass over the table.
 pub const MIN_REFRESH: Duration = Duration::from_millis(250);
 
+/// Shortest time between two layout rebuilds. A new layout makes every
+/// open page fetch it again and redraw everything (a few hundred ms at
+/// 100,000 GPUs), so GPUs that appear in a trickle (a fleet coming up,
+/// replacements) wait up to this long to get a cell.
+pub const MIN_LAYOUT_AGE: Duration = Duration::from_secs(30);
+
 /// Name shown for a missing topology label.
 const NONE: &str = "(none)";
 
@@ -95,17 +101,22 @@ pub struct MapCache {
     code: Vec<u8>,
     risk: Vec<u8>,
     job: Vec<u32>,
+    /// The job `Arc` each cell's `job` was interned from.
+    job_src: Vec<Option<Arc<str>>>,
     changed_at: Vec<u64>,
     jobs: Vec<Arc<str>>,
     job_index: HashMap<Arc<str>, u32>,
     /// Version at which each job name was interned (non-decreasing).
     job_added: Vec<u64>,
     refreshed: Option<Instant>,
+    rebuilt: Option<Instant>,
 }
 
 impl MapCache {
     /// Brings the cache up to date with `gpus` unless it was refreshed less
-    /// than [`MIN_REFRESH`] ago (`force` skips that check).
+    /// than [`MIN_REFRESH`] ago; GPUs new since the layout get cells at the
+    /// next rebuild, at most every [`MIN_LAYOUT_AGE`] (`force` skips both
+    /// waits).
     pub fn refresh<'a, I>(&mut self, len: usize, gpus: impl Fn() -> I, force: bool)
     where
         I: Iterator<Item = (&'a GpuId, &'a GpuView)>,
@@ -117,24 +128,44 @@ impl MapCache {
         if self.jobs.is_empty() {
             self.intern_job(None);
         }
-        let same_set = len == self.layout.gpu_ids.len()
-            && gpus().all(|(id, _)| self.index.contains_key(id.as_ref()));
-        if !same_set {
+        let due = self.layout.gpu_ids.is_empty()
+            || force
+            || self.rebuilt.is_none_or(|t| t.elapsed() >= MIN_LAYOUT_AGE);
+        let all_placed = self.compare(gpus());
+        if (!all_placed || len != self.layout.gpu_ids.len()) && due {
             self.rebuild(gpus());
+            self.rebuilt = Some(Instant::now());
+            self.compare(gpus());
         }
+    }
+
+    /// One pass over the table: records changed cells under a new version.
+    /// Returns whether every GPU had a cell.
+    fn compare<'a>(&mut self, gpus: impl Iterator<Item = (&'a GpuId, &'a GpuView)>) -> bool {
         let next = self.version + 1;
         let mut changed = false;
-        for (id, v) in gpus() {
+        let mut all_placed = true;
+        for (id, v) in gpus {
             let Some(&i) = self.index.get(id.as_ref()) else {
+                all_placed = false;
                 continue;
             };
             let i = i as usize;
             let a = &v.latest;
-            let (c, r, j) = (
-                state_code(a.state),
-                risk_pct(a.risk),
-                self.intern_job(a.topo.job.as_ref()),
-            );
+            // Jobs are interned `Arc`s upstream: the same pointer is the
+            // same job, so most cells skip the name lookup.
+            let same_job = match (&self.job_src[i], &a.topo.job) {
+                (None, None) => true,
+                (Some(x), Some(y)) => Arc::ptr_eq(x, y),
+                _ => false,
+            };
+            let j = if same_job {
+                self.job[i]
+            } else {
+                self.job_src[i] = a.topo.job.clone();
+                self.intern_job(a.topo.job.as_ref())
+            };
+            let (c, r) = (state_code(a.state), risk_pct(a.risk));
             if self.code[i] != c || self.risk[i] != r || self.job[i] != j {
                 self.code[i] = c;
                 self.risk[i] = r;
@@ -146,6 +177,7 @@ impl MapCache {
         if changed || self.job_added.last().is_some_and(|&v| v == next) {
             self.version = next;
         }
+        all_placed
     }
 
     fn intern_job(&mut self, job: Option<&Arc<str>>) -> u32 {
@@ -219,11 +251,13 @@ impl MapCache {
         self.code = vec![u8::MAX; n];
         self.risk = vec![0; n];
         self.job = vec![0; n];
+        self.job_src = vec![None; n];
         self.changed_at = vec![self.version + 1; n];
         self.layout = Arc::new(l);
         self.layout_json = None;
     }
 
+    #[cfg(test)]
     pub fn layout(&self) -> &Arc<Layout> {
         &self.layout
     }
@@ -238,6 +272,7 @@ impl MapCache {
         Ok(j)
     }
 
+    #[cfg(test)]
     pub fn version(&self) -> u64 {
         self.version
     }
