@@ -50,6 +50,9 @@ fn risk_pct(risk: f64) -> u8 {
     (risk.clamp(0.0, 1.0) * 100.0).round() as u8
 }
 
+/// (cluster, rack, host, GPU, model) of one cell, sorted into the layout.
+type Row = (Arc<str>, Arc<str>, Arc<str>, GpuId, Arc<str>);
+
 /// The layout: names interned once, per-GPU arrays in cell order.
 #[derive(Debug, Default, Serialize)]
 pub struct Layout {
@@ -196,7 +199,7 @@ impl MapCache {
     fn rebuild<'a>(&mut self, gpus: impl Iterator<Item = (&'a GpuId, &'a GpuView)>) {
         let none: Arc<str> = Arc::from(NONE);
         let name = |n: &Option<Arc<str>>| n.clone().unwrap_or_else(|| none.clone());
-        let mut rows: Vec<(Arc<str>, Arc<str>, Arc<str>, GpuId, Arc<str>)> = gpus
+        let mut rows: Vec<Row> = gpus
             .map(|(id, v)| {
                 let t = &v.latest.topo;
                 (

@@ -51,8 +51,11 @@ fn fleet() -> State {
     s
 }
 
-async fn get(state: &State, uri: &str) -> (StatusCode, String, String) {
-    let resp = app(state.clone())
+/// One request to `router` (clone one router for requests that must share
+/// the map's cache, as a server's do).
+async fn get(router: &axum::Router, uri: &str) -> (StatusCode, String, String) {
+    let resp = router
+        .clone()
         .oneshot(Request::get(uri).body(Body::empty()).expect("request"))
         .await
         .expect("response");
@@ -69,7 +72,7 @@ async fn get(state: &State, uri: &str) -> (StatusCode, String, String) {
 
 #[tokio::test]
 async fn the_page_and_its_assets_are_served_from_the_binary() {
-    let s = fleet();
+    let s = app(fleet());
     let (st, ctype, html) = get(&s, "/").await;
     assert_eq!(st, StatusCode::OK);
     assert!(ctype.starts_with("text/html"), "{ctype}");
@@ -91,7 +94,7 @@ async fn the_page_and_its_assets_are_served_from_the_binary() {
 
 #[tokio::test]
 async fn layout_orders_cells_cluster_rack_host_and_states_follow_it() {
-    let s = fleet();
+    let s = app(fleet());
     let (st, _, body) = get(&s, "/v1/map").await;
     assert_eq!(st, StatusCode::OK);
     let l: Value = serde_json::from_str(&body).expect("json");
