@@ -20,3 +20,7 @@ fi
 
 echo "== cargo test --workspace"
 cargo test --workspace --no-fail-fast
+
+# The fleet map in a real browser (installs chromium and playwright-core
+# on first run; screenshots in out/browser).
+scripts/browser.sh test

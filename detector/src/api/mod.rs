@@ -7,6 +7,7 @@
 mod admin;
 mod error;
 mod gpus;
+mod map;
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -37,6 +38,7 @@ pub fn app(state: State) -> Router {
         )
         .route("/v1/silences/{id}", delete(admin::expire_silence))
         .route("/v1/labels", axum::routing::post(admin::add_labels))
+        .merge(map::router(state.clone()))
         .with_state(state)
 }
 
