@@ -39,6 +39,10 @@ pub enum Command {
     Features(crate::commands::features::FeaturesArgs),
     /// Run the pipeline on telemetry files and write the alerts it would send.
     Backtest(crate::commands::backtest::BacktestArgs),
+    /// Train the failure model from feature exports and labels.
+    Train(crate::commands::train::TrainArgs),
+    /// Evaluate a failure model on feature exports: Markdown report and plots.
+    Evaluate(crate::commands::evaluate::EvaluateArgs),
 }
 
 /// Sets up `tracing` to stderr, text or JSON.

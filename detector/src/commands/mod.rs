@@ -2,7 +2,9 @@
 //! a `run(&Args)`; shared machinery lives in the crate's other modules.
 
 pub mod backtest;
+pub mod evaluate;
 pub mod features;
 pub mod score;
 pub mod serve;
 pub mod simulate;
+pub mod train;

@@ -25,6 +25,10 @@ pub struct ServeArgs {
     /// Config file (see docs/forewarn.example.toml). Default: the demo.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Failure model artifact (`forewarn train --out …`); without one,
+    /// risk comes from rules, trends and the anomaly forest.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
     /// REST listen address (overrides the config).
     #[arg(long)]
     pub listen: Option<String>,
@@ -80,15 +84,19 @@ fn load(args: &ServeArgs) -> anyhow::Result<Config> {
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let cfg = load(args)?;
+    let model = crate::commands::train::load_model(args.model.as_deref())?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    rt.block_on(serve(cfg))
+    rt.block_on(serve(cfg, model))
 }
 
-async fn serve(cfg: Config) -> anyhow::Result<()> {
+async fn serve(
+    cfg: Config,
+    model: Option<std::sync::Arc<models::failure::FailureModel>>,
+) -> anyhow::Result<()> {
     let state = SharedState::new();
     let shutdown = CancellationToken::new();
     let sys = AlertSystem::open(&cfg.alerts).context("opening the alert outbox and receivers")?;
@@ -99,6 +107,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         shards: cfg.shards,
         features: cfg.features.clone(),
         seed: cfg.seed,
+        failure_model: model,
     };
     let mut pipeline = Pipeline::start(
         &pcfg,

@@ -49,6 +49,8 @@ pub struct PipelineConfig {
     pub features: FeatureConfig,
     /// Seed of every model's randomness.
     pub seed: u64,
+    /// The supervised failure model, when one is configured (`--model`).
+    pub failure_model: Option<std::sync::Arc<models::failure::FailureModel>>,
 }
 
 /// What a finished run did.
@@ -86,6 +88,7 @@ impl Pipeline {
             let (tx, rx) = sync_channel::<Vec<Sample>>(SHARD_QUEUE);
             let (otx, orx) = sync_channel::<ShardOutput>(OUTPUT_QUEUE);
             let mut shard = Shard::new(id, cfg.features.clone(), cfg.seed)?;
+            shard.set_failure_model(cfg.failure_model.clone());
             let st = state.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("shard-{id}"))

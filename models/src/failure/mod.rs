@@ -86,6 +86,8 @@ pub struct FailureModel {
     pub logistic_platt: Platt,
     /// Operating point: alarm when the calibrated probability reaches it.
     pub threshold: f64,
+    /// The baseline's operating point, chosen the same way.
+    pub baseline_threshold: f64,
 }
 
 impl FailureModel {
@@ -94,7 +96,7 @@ impl FailureModel {
         gbdt_platt: Platt,
         logistic: Logistic,
         logistic_platt: Platt,
-        threshold: f64,
+        threshold: [f64; 2],
         meta: TrainingMeta,
     ) -> Self {
         FailureModel {
@@ -107,7 +109,8 @@ impl FailureModel {
             gbdt_platt,
             logistic,
             logistic_platt,
-            threshold,
+            threshold: threshold[0],
+            baseline_threshold: threshold[1],
         }
     }
 
