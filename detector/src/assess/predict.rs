@@ -127,7 +127,10 @@ fn add_trend(f: &Forecast, components: &mut [f32; 8], reasons: &mut Vec<(Kind, E
     let c = &mut components[Kind::HbmEccTrend as usize];
     *c = c.max(eta_risk(f.eta_h));
     let doubling = if f.growth_per_h > 0.0 {
-        format!(", doubling every {:.1} h", std::f64::consts::LN_2 / f.growth_per_h)
+        format!(
+            ", doubling every {:.1} h",
+            std::f64::consts::LN_2 / f.growth_per_h
+        )
     } else {
         String::new()
     };

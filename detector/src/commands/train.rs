@@ -50,9 +50,7 @@ pub struct TrainArgs {
 }
 
 /// Loads the artifact at `path`, if any, for the pipeline.
-pub fn load_model(
-    path: Option<&Path>,
-) -> anyhow::Result<Option<std::sync::Arc<FailureModel>>> {
+pub fn load_model(path: Option<&Path>) -> anyhow::Result<Option<std::sync::Arc<FailureModel>>> {
     let Some(path) = path else { return Ok(None) };
     let m = FailureModel::load(path)
         .with_context(|| format!("loading the failure model {}", path.display()))?;

@@ -1,5 +1,5 @@
 //! The gradient-boosted classifier: trained with `perpetual` (pure Rust, see
-//! `docs/decisions/0002-gradient-boosting.md`), then flattened into our own
+//! `docs/decisions/0001-gradient-boosting.md`), then flattened into our own
 //! array-of-nodes trees, which are what the artifact stores and the pipeline
 //! runs: no hash lookups on the hot path, and an artifact format that does
 //! not change when the training crate does.
