@@ -78,7 +78,7 @@ pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
         "d" => 8.64e7,
         _ => return Err(format!("{s:?}: unit must be s, m, h or d")),
     };
-    if !(v > 0.0) {
+    if v.is_nan() || v <= 0.0 {
         return Err(format!("{s:?}: must be positive"));
     }
     Ok((v * ms) as i64)
@@ -208,10 +208,10 @@ pub fn score(set: &ExampleSet, f: impl Fn(&[f32]) -> f64) -> Vec<f64> {
 /// Per failing GPU in `set`, the highest probability at least 1 h ahead.
 fn event_maxima(set: &ExampleSet, p: &[f64]) -> Vec<f64> {
     let mut best: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
-    for i in 0..set.len() {
+    for (i, pi) in p.iter().enumerate().take(set.len()) {
         if set.y[i] == 1 && set.lead_h[i] >= 1.0 {
             let e = best.entry(set.gpu[i]).or_insert(0.0);
-            *e = e.max(p[i]);
+            *e = e.max(*pi);
         }
     }
     best.into_values().collect()

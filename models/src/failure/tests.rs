@@ -75,7 +75,7 @@ fn artifact_round_trips_and_refuses_other_schemas() {
         Platt::IDENTITY,
         l,
         Platt::IDENTITY,
-        0.5,
+        [0.5, 0.5],
         TrainingMeta::default(),
     );
     let dir = std::env::temp_dir().join(format!("fw-model-{}", std::process::id()));
