@@ -14,6 +14,7 @@ pub mod labels;
 pub mod parquet;
 pub mod schema;
 pub mod simulator;
+pub mod training;
 
 pub use error::DatasetError;
 pub use labels::Label;

@@ -41,6 +41,10 @@ pub enum Command {
     Backtest(crate::commands::backtest::BacktestArgs),
     /// Produce telemetry files into a Kafka topic (keyed by GPU UUID).
     Replay(crate::commands::replay::ReplayArgs),
+    /// Train the failure model from feature exports and labels.
+    Train(crate::commands::train::TrainArgs),
+    /// Evaluate a failure model on feature exports: Markdown report and plots.
+    Evaluate(crate::commands::evaluate::EvaluateArgs),
 }
 
 /// Sets up `tracing` to stderr, text or JSON.

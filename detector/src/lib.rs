@@ -32,5 +32,7 @@ pub fn run_cli(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::Score(args) => commands::score::run(args),
         cli::Command::Features(args) => commands::features::run(args),
         cli::Command::Replay(args) => commands::replay::run(args),
+        cli::Command::Train(args) => commands::train::run(args),
+        cli::Command::Evaluate(args) => commands::evaluate::run(args),
     }
 }

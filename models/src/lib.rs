@@ -1,14 +1,20 @@
-//! Models stage of forewarn: turns per-GPU feature rows into anomaly scores.
+//! Models stage of forewarn: turns per-GPU feature rows into anomaly scores,
+//! failure probabilities and memory-error forecasts.
 //!
 //! - `rcf`: streaming random cut forest with attribution and snapshots.
 //! - `calibration`: per-stream thresholds turning scores into grades and flags.
+//! - `failure`: the supervised failure model (gradient-boosted, calibrated,
+//!   with its logistic baseline) and its artifact.
+//! - `trend`: memory-error trend forecasts (ETA to the HBM's error budgets).
 //! - `rng`: seeded generators; every model is deterministic given its seed.
 //!
 //! Everything here is synchronous and owns its state; the detector crate
 //! decides where models run and turns their verdicts into alerts.
 
 pub mod calibration;
+pub mod failure;
 pub mod rcf;
+pub mod trend;
 /// Seeded generators (shared with the simulator; they live in `features`).
 pub use features::rng;
 

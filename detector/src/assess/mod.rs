@@ -10,10 +10,15 @@
 //! - the anomaly grade of a streaming random cut forest over the
 //!   workload-aware columns ([`anomaly`]).
 //!
-//! Risk is the strongest component. This is the seam where the supervised
-//! failure model and trend forecasts (issue 5) join the fusion.
+//! - the supervised failure model's calibrated probability and the
+//!   memory-error trend forecast's ETA ([`predict`]).
+//!
+//! Risk is the strongest component (the components already read the same
+//! signals, so adding them would count evidence twice); the state follows
+//! from the risk, and reasons are ranked by their component's risk.
 
 pub mod anomaly;
+pub mod predict;
 pub mod rules;
 
 use features::{FeatureRow, Topology};

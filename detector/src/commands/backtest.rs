@@ -35,6 +35,10 @@ pub struct BacktestArgs {
     /// ignored). Default: the built-in settings.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Failure model artifact (`forewarn train --out …`); without one,
+    /// risk comes from rules, trends and the anomaly forest.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
     /// Shard threads (overrides the config).
     #[arg(long)]
     pub shards: Option<usize>,
@@ -102,6 +106,7 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
         shards: cfg.shards,
         features: cfg.features.clone(),
         seed: cfg.seed,
+        failure_model: crate::commands::train::load_model(args.model.as_deref())?,
     };
     let mut pipeline = Pipeline::start(
         pcfg.new_shards()?,

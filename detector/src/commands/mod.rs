@@ -2,8 +2,10 @@
 //! a `run(&Args)`; shared machinery lives in the crate's other modules.
 
 pub mod backtest;
+pub mod evaluate;
 pub mod features;
 pub mod replay;
 pub mod score;
 pub mod serve;
 pub mod simulate;
+pub mod train;

@@ -12,6 +12,7 @@ use alerts::{AlertEngine, AlertEvent, AlertRouter, AlertSystem};
 use anyhow::Context;
 use clap::Args;
 use datasets::simulator::SimConfig;
+use models::failure::FailureModel;
 use tokio_util::sync::CancellationToken;
 
 use crate::checkpoint::{CheckpointStore, Offsets};
@@ -28,6 +29,10 @@ pub struct ServeArgs {
     /// Config file (see docs/forewarn.example.toml). Default: the demo.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Failure model artifact (`forewarn train --out …`); without one,
+    /// risk comes from rules, trends and the anomaly forest.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
     /// REST listen address (overrides the config).
     #[arg(long)]
     pub listen: Option<String>,
@@ -87,12 +92,13 @@ fn load(args: &ServeArgs) -> anyhow::Result<Config> {
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let cfg = load(args)?;
+    let model = crate::commands::train::load_model(args.model.as_deref())?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    rt.block_on(serve(cfg))
+    rt.block_on(serve(cfg, model))
 }
 
 fn router_snapshot(r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
@@ -129,11 +135,12 @@ struct Start {
     resume: Offsets,
 }
 
-fn restore_or_new(cfg: &Config, sys: &AlertSystem) -> anyhow::Result<Start> {
+fn restore_or_new(cfg: &Config, sys: &AlertSystem, model: Option<Arc<FailureModel>>) -> anyhow::Result<Start> {
     let pcfg = PipelineConfig {
         shards: cfg.shards,
         features: cfg.features.clone(),
         seed: cfg.seed,
+        failure_model: model,
     };
     let store = match &cfg.checkpoint_dir {
         Some(dir) => Some(CheckpointStore::open(dir)?),
@@ -162,7 +169,12 @@ fn restore_or_new(cfg: &Config, sys: &AlertSystem) -> anyhow::Result<Start> {
     let shards = ckpt
         .shards
         .iter()
-        .map(|b| Shard::restore(b))
+        .map(|b| {
+            // The model is not part of the state: the one loaded now scores.
+            let mut shard = Shard::restore(b)?;
+            shard.set_failure_model(pcfg.failure_model.clone());
+            Ok(shard)
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let stage = AlertStage::restore(cfg.alerts.engine.clone(), &ckpt.stage)?;
     let router = router_restore(cfg, sys, &ckpt.sink)?;
@@ -181,7 +193,7 @@ fn restore_or_new(cfg: &Config, sys: &AlertSystem) -> anyhow::Result<Start> {
     })
 }
 
-async fn serve(cfg: Config) -> anyhow::Result<()> {
+async fn serve(cfg: Config, model: Option<Arc<FailureModel>>) -> anyhow::Result<()> {
     let token = std::env::var(&cfg.token_env).ok().filter(|t| !t.is_empty());
     if token.is_none() {
         tracing::info!(
@@ -200,7 +212,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         sys.outbox.clone(),
         sys.sinks.iter().map(|s| s.name().to_owned()).collect(),
     ));
-    let start = restore_or_new(&cfg, &sys)?;
+    let start = restore_or_new(&cfg, &sys, model)?;
     let resume = start.resume;
     state.set_silences(start.stage.engine.silences().to_vec());
     let mut pipeline = Pipeline::start(

@@ -62,13 +62,19 @@ pub struct PipelineConfig {
     pub features: FeatureConfig,
     /// Seed of every model's randomness.
     pub seed: u64,
+    /// The supervised failure model, when one is configured (`--model`).
+    pub failure_model: Option<std::sync::Arc<models::failure::FailureModel>>,
 }
 
 impl PipelineConfig {
     /// Fresh shards for a run with no checkpoint.
     pub fn new_shards(&self) -> anyhow::Result<Vec<Shard>> {
         (0..self.shards.max(1))
-            .map(|id| Shard::new(id, self.features.clone(), self.seed))
+            .map(|id| {
+                let mut shard = Shard::new(id, self.features.clone(), self.seed)?;
+                shard.set_failure_model(self.failure_model.clone());
+                Ok(shard)
+            })
             .collect()
     }
 }

@@ -3,13 +3,17 @@
 //! unit-testable without a runtime and identical live and in backtest.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use features::{
     FeatureConfig, FeatureEngine, FeatureEvent, FeatureRow, GpuId, Sample, Topology, XidClass,
 };
 use serde::{Deserialize, Serialize};
 
+use models::failure::FailureModel;
+
 use crate::assess::anomaly::{AnomalyModel, SCORE_EVERY};
+use crate::assess::predict::Predictor;
 use crate::assess::rules::{self, HARD_XIDS};
 use crate::assess::{self, Assessment, Evidence, HealthState, Kind};
 
@@ -72,6 +76,9 @@ pub struct Shard {
     host_seen: HashMap<std::sync::Arc<str>, i64>,
     /// Per GPU: samples since its last anomaly score, and that grade.
     grades: HashMap<GpuId, (u32, f32, Option<Evidence>)>,
+    /// Failure model and trend forecasts (issue 5).
+    #[serde(default)]
+    predict: Predictor,
     #[serde(skip)]
     events: Vec<FeatureEvent>,
     #[serde(skip)]
@@ -89,6 +96,7 @@ impl Shard {
             first_ts_ms: None,
             host_seen: HashMap::new(),
             grades: HashMap::new(),
+            predict: Predictor::new(None),
             events: Vec::new(),
             rows: Vec::new(),
         })
@@ -112,6 +120,11 @@ impl Shard {
         self.features.set_silence_horizon(horizon_ms);
     }
 
+    /// Scores rows with `model` from now on (None: trends and rules only).
+    pub fn set_failure_model(&mut self, model: Option<Arc<FailureModel>>) {
+        self.predict.set_model(model);
+    }
+
     /// GPUs this shard has seen.
     pub fn gpu_count(&self) -> usize {
         self.features.gpu_count()
@@ -120,6 +133,7 @@ impl Shard {
     pub fn heap_bytes(&self) -> usize {
         self.features.approx_heap_bytes()
             + self.anomaly.heap_bytes()
+            + self.predict.heap_bytes()
             + self.hard.len() * 96
             + self.topo.len() * 64
     }
@@ -298,6 +312,9 @@ impl Shard {
                 reasons.push((Kind::Anomaly, w));
             }
         }
-        assess::fuse(row, components, reasons, grade, None)
+        let eta = self
+            .predict
+            .assess(row, warm, &mut components, &mut reasons);
+        assess::fuse(row, components, reasons, grade, eta)
     }
 }

@@ -1,0 +1,272 @@
+//! Training and evaluation sets for the failure model, from a feature export
+//! (`forewarn features`) and optional failure labels.
+//!
+//! An example is one GPU's model input at one event time. It is **positive**
+//! when the GPU fails within the horizon after it, **negative** when the
+//! GPU provably survives the horizon (it fails later, or is seen alive at
+//! or after the horizon's end), and **censored** (left out) when the data
+//! ends first. Rows at or after a GPU's failure are left out: the hard rules
+//! own them.
+//!
+//! Splits are by GPU and by time: each GPU belongs to one of train,
+//! calibration and validation (a seeded hash of its name); training rows
+//! end their horizon before the time cut, calibration and validation rows
+//! start at it. No GPU, and no event time after the cut, reaches training.
+//!
+//! Negatives are subsampled (a seeded hash of GPU and time, so the same
+//! file gives the same set); every kept negative carries the weight
+//! `1 / rate` so that metrics and calibration see the full data's balance.
+//!
+//! The model input may be wider than the feature row: a callback sees
+//! every row in file order (so stateful inputs such as trend forecasts
+//! stay exact) and writes the input vector.
+
+pub mod fates;
+pub mod reader;
+
+use std::path::Path;
+
+use features::FEATURE_COUNT;
+use features::rng::splitmix64;
+
+pub use fates::{Fate, Fates};
+pub use reader::{Interner, RowRef, for_each_row};
+
+use crate::error::DatasetError;
+use crate::labels::Label;
+
+/// Which split a GPU belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Split {
+    Train,
+    Calibration,
+    Validation,
+}
+
+/// How examples are drawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetConfig {
+    pub horizon_ms: i64,
+    /// Fraction of negatives kept.
+    pub negative_rate: f64,
+    /// Fraction of positives kept.
+    pub positive_rate: f64,
+    pub seed: u64,
+    /// GPU shares of calibration and validation (the rest trains).
+    pub calibration_share: f64,
+    pub validation_share: f64,
+    /// Where the time cut lies, as a fraction of the file's time span.
+    /// `None`: no time cut and no GPU split (a whole file for evaluation).
+    pub time_cut: Option<f64>,
+}
+
+impl Default for SetConfig {
+    fn default() -> Self {
+        SetConfig {
+            horizon_ms: 24 * 3_600_000,
+            negative_rate: 0.05,
+            positive_rate: 1.0,
+            seed: 1,
+            calibration_share: 0.15,
+            validation_share: 0.15,
+            time_cut: Some(0.5),
+        }
+    }
+}
+
+/// The label of one row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Outcome {
+    /// Fails `lead_ms` after this row.
+    Positive {
+        lead_ms: i64,
+    },
+    Negative,
+    Censored,
+    /// At or after the failure.
+    Failed,
+}
+
+/// The outcome of a row of `fate` at `ts_ms`.
+pub fn outcome(fate: &Fate, ts_ms: i64, horizon_ms: i64) -> Outcome {
+    match fate.failure_ms {
+        Some(f) if ts_ms >= f => Outcome::Failed,
+        Some(f) if f - ts_ms <= horizon_ms => Outcome::Positive { lead_ms: f - ts_ms },
+        Some(_) => Outcome::Negative,
+        None if fate.last_ms >= ts_ms + horizon_ms => Outcome::Negative,
+        None => Outcome::Censored,
+    }
+}
+
+/// A uniform number in [0, 1) from a seed and two keys.
+pub fn unit_hash(seed: u64, a: u64, b: u64) -> f64 {
+    let mut s = seed ^ a;
+    let mut t = splitmix64(&mut s) ^ b;
+    let h = splitmix64(&mut t);
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A stable 64-bit hash of a name (FNV-1a).
+pub fn name_hash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Examples, row-major.
+#[derive(Debug, Clone, Default)]
+pub struct ExampleSet {
+    pub width: usize,
+    pub x: Vec<f32>,
+    pub y: Vec<u8>,
+    pub weight: Vec<f32>,
+    /// Hours to failure (positives), else NaN.
+    pub lead_h: Vec<f32>,
+    pub gpu: Vec<u32>,
+    pub ts_ms: Vec<i64>,
+}
+
+impl ExampleSet {
+    pub fn new(width: usize) -> Self {
+        ExampleSet {
+            width,
+            ..Default::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.y.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.y.is_empty()
+    }
+
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.x[i * self.width..(i + 1) * self.width]
+    }
+
+    pub fn positives(&self) -> usize {
+        self.y.iter().filter(|y| **y == 1).count()
+    }
+
+    fn push(&mut self, x: &[f32], y: bool, w: f32, lead_h: f32, gpu: u32, ts: i64) {
+        self.x.extend_from_slice(x);
+        self.y.push(u8::from(y));
+        self.weight.push(w);
+        self.lead_h.push(lead_h);
+        self.gpu.push(gpu);
+        self.ts_ms.push(ts);
+    }
+}
+
+/// The three sets.
+#[derive(Debug, Clone, Default)]
+pub struct Sets {
+    pub train: ExampleSet,
+    pub calibration: ExampleSet,
+    pub validation: ExampleSet,
+}
+
+impl Sets {
+    pub fn get_mut(&mut self, s: Split) -> &mut ExampleSet {
+        match s {
+            Split::Train => &mut self.train,
+            Split::Calibration => &mut self.calibration,
+            Split::Validation => &mut self.validation,
+        }
+    }
+}
+
+/// The split of GPU `name` at `ts_ms`, or None when the row falls on the
+/// wrong side of the time cut for its GPU's split.
+pub fn split_of(cfg: &SetConfig, fates: &Fates, name: &str, ts_ms: i64) -> Option<Split> {
+    let Some(cut) = cfg.time_cut else {
+        return Some(Split::Validation);
+    };
+    let cut_ms = fates.start_ms + ((fates.end_ms - fates.start_ms) as f64 * cut) as i64;
+    let u = unit_hash(cfg.seed, name_hash(name), 0x5eed);
+    let split = if u < cfg.validation_share {
+        Split::Validation
+    } else if u < cfg.validation_share + cfg.calibration_share {
+        Split::Calibration
+    } else {
+        Split::Train
+    };
+    let ok = match split {
+        Split::Train => ts_ms + cfg.horizon_ms <= cut_ms,
+        _ => ts_ms >= cut_ms,
+    };
+    ok.then_some(split)
+}
+
+/// Builds the sets from `path`. `input(row, out)` is called for every row
+/// in file order and must append exactly `width` values to `out`.
+pub fn build(
+    path: &Path,
+    labels: &[Label],
+    cfg: &SetConfig,
+    width: usize,
+    mut input: impl FnMut(&RowRef<'_>, &mut Vec<f32>),
+    mut progress: impl FnMut(u64, u64),
+) -> Result<(Fates, Sets), DatasetError> {
+    let fates = Fates::scan(path, labels)?;
+    let total = fates.rows;
+    let mut sets = Sets {
+        train: ExampleSet::new(width),
+        calibration: ExampleSet::new(width),
+        validation: ExampleSet::new(width),
+    };
+    let mut buf = Vec::with_capacity(width);
+    let (mut gpus, mut hosts) = (Interner::default(), Interner::default());
+    let mut seen = 0u64;
+    let mut err = None;
+    for_each_row(path, &mut gpus, &mut hosts, None, |r| {
+        seen += 1;
+        if seen % 65_536 == 0 {
+            progress(seen, total);
+        }
+        buf.clear();
+        input(r, &mut buf);
+        if buf.len() != width {
+            err = Some(buf.len());
+            return;
+        }
+        // Same file, same order: the second pass interns GPUs to the
+        // indices of the first.
+        let g = r.gpu;
+        let (Some(name), Some(fate)) = (
+            fates.gpus.names.get(g as usize),
+            fates.fates.get(g as usize),
+        ) else {
+            return;
+        };
+        let (y, rate, lead_h) = match outcome(fate, r.ts_ms, cfg.horizon_ms) {
+            Outcome::Positive { lead_ms } => (true, cfg.positive_rate, lead_ms as f32 / 3.6e6),
+            Outcome::Negative => (false, cfg.negative_rate, f32::NAN),
+            Outcome::Censored | Outcome::Failed => return,
+        };
+        if unit_hash(cfg.seed, name_hash(name), r.ts_ms as u64) >= rate {
+            return;
+        }
+        let Some(split) = split_of(cfg, &fates, name, r.ts_ms) else {
+            return;
+        };
+        sets.get_mut(split)
+            .push(&buf, y, (1.0 / rate) as f32, lead_h, g, r.ts_ms);
+    })?;
+    if let Some(n) = err {
+        return Err(DatasetError::Schema {
+            path: path.display().to_string(),
+            message: format!("model input has {n} values, expected {width}"),
+        });
+    }
+    progress(total, total);
+    Ok((fates, sets))
+}
+
+/// Width of the raw feature row.
+pub const RAW_WIDTH: usize = FEATURE_COUNT;
+
+#[cfg(test)]
+mod tests;

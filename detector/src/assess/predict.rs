@@ -1,0 +1,210 @@
+//! The predictive components of a GPU's risk: the supervised failure model
+//! (when one is loaded) and the memory-error trend forecast (always), per
+//! GPU, fed every feature row in event-time order.
+//!
+//! - Trend: an ETA to the HBM's error budget lifts the HBM component (the
+//!   nearer, the higher) and gives the assessment its `eta_hours`.
+//! - Failure model: its calibrated probability of failing within the
+//!   horizon, mapped so that the model's operating point is "degraded"
+//!   ([`probability_risk`]), lifts the component of the likeliest cause — the strongest
+//!   degradation rule, else HBM when memory errors are present, else the
+//!   anomaly component — so risk stays "the strongest component" and the
+//!   kind names what to look at.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use features::{Col, FeatureRow, GpuId};
+use models::failure::{FailureModel, INPUT_WIDTH, input};
+use models::trend::{Forecast, Trend, TrendConfig};
+use serde::{Deserialize, Serialize};
+
+use super::{Evidence, Kind};
+
+/// Degradation kinds a predicted failure may be attributed to.
+const CAUSES: [Kind; 5] = [
+    Kind::HbmEccTrend,
+    Kind::ThermalDegradation,
+    Kind::NvlinkErrors,
+    Kind::PcieErrors,
+    Kind::Straggler,
+];
+
+/// Risk of the HBM component for a budget `eta_h` hours away.
+pub fn eta_risk(eta_h: f64) -> f32 {
+    match eta_h {
+        e if e <= 6.0 => 0.9,
+        e if e <= 24.0 => 0.7,
+        e if e <= 72.0 => 0.45,
+        _ => 0.3,
+    }
+}
+
+/// Risk of a failure probability `p` under the model's operating point
+/// `thr`: the operating point is "degraded" (0.6, where alerts fire),
+/// certainty is 1, linear in between and below.
+pub fn probability_risk(p: f64, thr: f64) -> f32 {
+    let thr = thr.clamp(1e-6, 1.0 - 1e-6);
+    let r = if p < thr {
+        0.6 * p / thr
+    } else {
+        0.6 + 0.4 * (p - thr) / (1.0 - thr)
+    };
+    r.clamp(0.0, 1.0) as f32
+}
+
+/// A shard's predictive state.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Predictor {
+    #[serde(skip)]
+    model: Option<Arc<FailureModel>>,
+    config: TrendConfig,
+    trends: HashMap<GpuId, Trend>,
+    #[serde(skip, default = "input_buf")]
+    x: Vec<f32>,
+}
+
+fn input_buf() -> Vec<f32> {
+    vec![0.0; INPUT_WIDTH]
+}
+
+impl Predictor {
+    pub fn new(model: Option<Arc<FailureModel>>) -> Self {
+        Predictor {
+            model,
+            config: TrendConfig::default(),
+            trends: HashMap::new(),
+            x: input_buf(),
+        }
+    }
+
+    pub fn set_model(&mut self, model: Option<Arc<FailureModel>>) {
+        self.model = model;
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.trends
+            .values()
+            .map(|t| t.heap_bytes() + std::mem::size_of::<Trend>() + 48)
+            .sum()
+    }
+
+    /// Updates `row.gpu`'s trend, scores the row, and adds the predictive
+    /// components and their reasons. Returns the trend ETA in hours.
+    /// `warm`: the expected-vs-actual models have learnt (else only the
+    /// trend state advances).
+    pub fn assess(
+        &mut self,
+        row: &FeatureRow,
+        warm: bool,
+        components: &mut [f32; 8],
+        reasons: &mut Vec<(Kind, Evidence)>,
+    ) -> Option<f64> {
+        let trend = match self.trends.get_mut(&row.gpu) {
+            Some(t) => t,
+            None => self.trends.entry(row.gpu.clone()).or_default(),
+        };
+        trend.update(&input::trend_input(row.ts_ms, &row.values));
+        let forecast = trend.forecast(&self.config, row.ts_ms);
+        if let Some(f) = &forecast {
+            add_trend(f, components, reasons);
+        }
+        if let (true, Some(model)) = (warm, &self.model) {
+            if self.x.len() != INPUT_WIDTH {
+                self.x = input_buf();
+            }
+            input::build(&row.values, forecast.as_ref(), &mut self.x);
+            let p = model.probability(&self.x);
+            if p >= model.threshold / 2.0 {
+                add_prediction(row, p, model, components, reasons);
+            }
+        }
+        forecast.map(|f| f.eta_h)
+    }
+}
+
+fn add_trend(f: &Forecast, components: &mut [f32; 8], reasons: &mut Vec<(Kind, Evidence)>) {
+    let c = &mut components[Kind::HbmEccTrend as usize];
+    *c = c.max(eta_risk(f.eta_h));
+    let doubling = if f.growth_per_h > 0.0 {
+        format!(
+            ", doubling every {:.1} h",
+            std::f64::consts::LN_2 / f.growth_per_h
+        )
+    } else {
+        String::new()
+    };
+    reasons.push((
+        Kind::HbmEccTrend,
+        Evidence {
+            signal: "trend_forecast".into(),
+            detail: format!(
+                "memory errors trending: {} in ~{:.0} h ({:.0}–{} h); correctable ECC {:.0}/h{doubling}. \
+                 Plan a drain and a memory check (field diag) before then.",
+                f.limit.describe(),
+                f.eta_h,
+                f.low_h,
+                if f.high_h.is_finite() {
+                    format!("{:.0}", f.high_h)
+                } else {
+                    "∞".into()
+                },
+                f.sbe_per_h,
+            ),
+        },
+    ));
+}
+
+fn add_prediction(
+    row: &FeatureRow,
+    p: f64,
+    model: &FailureModel,
+    components: &mut [f32; 8],
+    reasons: &mut Vec<(Kind, Evidence)>,
+) {
+    let strongest = CAUSES
+        .iter()
+        .copied()
+        .filter(|k| components[*k as usize] > 0.0)
+        .max_by(|a, b| components[*a as usize].total_cmp(&components[*b as usize]));
+    let memory = [Col::EccSbeRate, Col::RemapCorrRate, Col::RemapUncorrRate]
+        .iter()
+        .any(|c| row.get(*c) > 0.0);
+    let cause = strongest.unwrap_or(if memory {
+        Kind::HbmEccTrend
+    } else {
+        Kind::Anomaly
+    });
+    let c = &mut components[cause as usize];
+    *c = c.max(probability_risk(p, model.threshold));
+    reasons.push((
+        cause,
+        Evidence {
+            signal: "failure_model".into(),
+            detail: format!(
+                "failure model: {:.0}% chance this GPU fails within {:.0} h{}",
+                p * 100.0,
+                model.meta.horizon_h,
+                if p >= model.threshold {
+                    "; drain it before scheduling long jobs"
+                } else {
+                    ""
+                }
+            ),
+        },
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operating_point_is_degraded_and_certainty_failing() {
+        assert!((probability_risk(0.2, 0.2) - 0.6).abs() < 1e-6);
+        assert!((probability_risk(1.0, 0.2) - 1.0).abs() < 1e-6);
+        assert!(probability_risk(0.1, 0.2) < 0.31);
+        assert!(probability_risk(0.0, 0.2) == 0.0);
+        assert!(eta_risk(3.0) > eta_risk(12.0) && eta_risk(12.0) > eta_risk(48.0));
+    }
+}

@@ -1,0 +1,375 @@
+//! `forewarn train`: builds training, calibration and validation sets from
+//! feature exports (`forewarn features`) and labels, trains the
+//! gradient-boosted failure model and the logistic baseline, calibrates
+//! both, picks the operating point and writes one artifact (`model.fwm`).
+//! Prints validation figures for both models side by side.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use datasets::training::{self, ExampleSet, SetConfig, Sets};
+use models::failure::{
+    FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, Logistic, Platt, TrainingMeta, input, metrics,
+};
+use models::trend::{Trend, TrendConfig};
+
+/// Train the failure model from feature exports and labels.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Feature exports (`forewarn features --out …`).
+    #[arg(long, required = true, num_args = 1..)]
+    pub data: Vec<PathBuf>,
+    /// Failure labels (`gpu,ts,kind` CSV or the simulator's Parquet), one
+    /// per data file or one for all; failures are also read off the
+    /// telemetry.
+    #[arg(long, num_args = 1..)]
+    pub labels: Vec<PathBuf>,
+    /// Predict failures this far ahead (`24h`, `90m`, `2d`).
+    #[arg(long, default_value = "24h", value_parser = parse_duration_ms)]
+    pub horizon: i64,
+    /// Output artifact.
+    #[arg(long, default_value = "model.fwm")]
+    pub out: PathBuf,
+    /// Seed of every random choice (subsampling, splits, boosting).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Fraction of negative examples kept (each stands for 1/rate).
+    #[arg(long, default_value_t = 0.05)]
+    pub negative_rate: f64,
+    /// perpetual's complexity budget.
+    #[arg(long, default_value_t = 0.5)]
+    pub budget: f32,
+    /// Boosting rounds at most.
+    #[arg(long, default_value_t = 200)]
+    pub iterations: usize,
+    /// Where the train / held-out time cut lies, as a fraction of the span.
+    #[arg(long, default_value_t = 0.5)]
+    pub time_cut: f64,
+}
+
+/// Loads the artifact at `path`, if any, for the pipeline.
+pub fn load_model(path: Option<&Path>) -> anyhow::Result<Option<std::sync::Arc<FailureModel>>> {
+    let Some(path) = path else { return Ok(None) };
+    let m = FailureModel::load(path)
+        .with_context(|| format!("loading the failure model {}", path.display()))?;
+    tracing::info!(
+        model = %path.display(),
+        trained = %m.meta.created,
+        horizon_h = m.meta.horizon_h,
+        threshold = m.threshold,
+        "failure model loaded"
+    );
+    Ok(Some(std::sync::Arc::new(m)))
+}
+
+/// Parses `24h`, `90m`, `2d`, `3600s` to milliseconds.
+pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len()));
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number and a unit, e.g. 24h"))?;
+    let ms = match unit {
+        "s" => 1e3,
+        "m" => 6e4,
+        "h" | "" => 3.6e6,
+        "d" => 8.64e7,
+        _ => return Err(format!("{s:?}: unit must be s, m, h or d")),
+    };
+    if v.is_nan() || v <= 0.0 {
+        return Err(format!("{s:?}: must be positive"));
+    }
+    Ok((v * ms) as i64)
+}
+
+/// Reads every data file into sets, each row's input built with a
+/// per-GPU trend forecast in file order.
+pub fn load_sets(
+    data: &[PathBuf],
+    labels: &[PathBuf],
+    cfg: &SetConfig,
+) -> anyhow::Result<(Sets, usize, usize)> {
+    let mut all = Sets {
+        train: ExampleSet::new(INPUT_WIDTH),
+        calibration: ExampleSet::new(INPUT_WIDTH),
+        validation: ExampleSet::new(INPUT_WIDTH),
+    };
+    let (mut gpus, mut failures) = (0, 0);
+    for (i, path) in data.iter().enumerate() {
+        let lab = match labels.get(i).or(if labels.len() == 1 {
+            labels.first()
+        } else {
+            None
+        }) {
+            Some(l) => {
+                datasets::labels::read(l).with_context(|| format!("reading {}", l.display()))?
+            }
+            None => Vec::new(),
+        };
+        let (fates, sets) = read_one(path, &lab, cfg)?;
+        gpus += fates.gpus.len();
+        failures += fates.failures();
+        for (dst, src) in [
+            (&mut all.train, sets.train),
+            (&mut all.calibration, sets.calibration),
+            (&mut all.validation, sets.validation),
+        ] {
+            append(dst, src);
+        }
+    }
+    Ok((all, gpus, failures))
+}
+
+fn append(dst: &mut ExampleSet, src: ExampleSet) {
+    dst.x.extend(src.x);
+    dst.y.extend(src.y);
+    dst.weight.extend(src.weight);
+    dst.lead_h.extend(src.lead_h);
+    dst.gpu.extend(src.gpu);
+    dst.ts_ms.extend(src.ts_ms);
+}
+
+fn read_one(
+    path: &Path,
+    labels: &[datasets::Label],
+    cfg: &SetConfig,
+) -> anyhow::Result<(training::Fates, Sets)> {
+    let tcfg = TrendConfig::default();
+    let mut trends: Vec<Trend> = Vec::new();
+    let mut row = [0f32; INPUT_WIDTH];
+    let pb = crate::progress::bar(0, "rows");
+    let out = training::build(
+        path,
+        labels,
+        cfg,
+        INPUT_WIDTH,
+        |r, out| {
+            let g = r.gpu as usize;
+            if g >= trends.len() {
+                trends.resize_with(g + 1, Trend::new);
+            }
+            let t = &mut trends[g];
+            t.update(&input::trend_input(r.ts_ms, r.values));
+            let f = t.forecast(&tcfg, r.ts_ms);
+            input::build(r.values, f.as_ref(), &mut row);
+            out.extend_from_slice(&row);
+        },
+        |done, total| {
+            pb.set_length(total);
+            pb.set_position(done);
+        },
+    )
+    .with_context(|| format!("reading {}", path.display()))?;
+    pb.finish_and_clear();
+    Ok(out)
+}
+
+/// Class-balancing weights: positives weigh as much as all negatives.
+fn balanced(set: &ExampleSet) -> Vec<f32> {
+    let (mut wp, mut wn) = (0.0f64, 0.0f64);
+    for (y, w) in set.y.iter().zip(&set.weight) {
+        if *y == 1 {
+            wp += f64::from(*w);
+        } else {
+            wn += f64::from(*w);
+        }
+    }
+    let k = if wp > 0.0 { (wn / wp) as f32 } else { 1.0 };
+    set.y
+        .iter()
+        .zip(&set.weight)
+        .map(|(y, w)| if *y == 1 { w * k } else { *w })
+        .collect()
+}
+
+/// A class-balanced subsample for the baseline (linfa takes no weights):
+/// every positive and up to `ratio` × as many negatives, seeded.
+fn balanced_sample(set: &ExampleSet, ratio: usize, seed: u64) -> (Vec<f32>, Vec<u8>) {
+    let pos = set.positives().max(1);
+    let neg = set.len() - set.positives();
+    let keep = ((ratio * pos) as f64 / neg.max(1) as f64).min(1.0);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for i in 0..set.len() {
+        if set.y[i] == 1 || training::unit_hash(seed, i as u64, 0xba5e) < keep {
+            x.extend_from_slice(set.row(i));
+            y.push(set.y[i]);
+        }
+    }
+    (x, y)
+}
+
+/// Calibrated probabilities of a set under a scorer.
+pub fn score(set: &ExampleSet, f: impl Fn(&[f32]) -> f64) -> Vec<f64> {
+    (0..set.len()).map(|i| f(set.row(i))).collect()
+}
+
+/// Per failing GPU in `set`, the highest probability at least 1 h ahead.
+fn event_maxima(set: &ExampleSet, p: &[f64]) -> Vec<f64> {
+    let mut best: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
+    for (i, pi) in p.iter().enumerate().take(set.len()) {
+        if set.y[i] == 1 && set.lead_h[i] >= 1.0 {
+            let e = best.entry(set.gpu[i]).or_insert(0.0);
+            *e = e.max(*pi);
+        }
+    }
+    best.into_values().collect()
+}
+
+/// The operating point on the calibration split: the lower of the
+/// best-F1 threshold and the one that alarms on 90% of its failures at
+/// least an hour ahead.
+fn operating_point(ca: &ExampleSet, logits: &[f64], platt: &Platt) -> f64 {
+    let p: Vec<f64> = logits.iter().map(|s| platt.apply(*s)).collect();
+    let curve = metrics::pr_curve(&p, &ca.y, &ca.weight);
+    let f1 = metrics::best_f1(&curve).map_or(0.5, |p| p.threshold);
+    let mut maxima = event_maxima(ca, &p);
+    maxima.sort_by(f64::total_cmp);
+    let recall90 = maxima.get(maxima.len() / 10).copied().unwrap_or(f1);
+    recall90.min(f1).max(1e-4)
+}
+
+/// Runs `forewarn train`.
+pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let cfg = SetConfig {
+        horizon_ms: args.horizon,
+        negative_rate: args.negative_rate,
+        seed: args.seed,
+        time_cut: Some(args.time_cut),
+        ..SetConfig::default()
+    };
+    let (sets, gpus, failures) = load_sets(&args.data, &args.labels, &cfg)?;
+    let (tr, ca, va) = (&sets.train, &sets.calibration, &sets.validation);
+    eprintln!(
+        "sets: train {} rows ({} positive), calibration {} ({}), validation {} ({}); {gpus} GPUs, {failures} failures; read in {:.1}s",
+        tr.len(),
+        tr.positives(),
+        ca.len(),
+        ca.positives(),
+        va.len(),
+        va.positives(),
+        t0.elapsed().as_secs_f64()
+    );
+    anyhow::ensure!(
+        tr.positives() > 0 && ca.positives() > 0,
+        "no failures in the training or calibration split: use more GPUs, more hours or a higher --failure-rate"
+    );
+
+    let t1 = Instant::now();
+    let params = GbdtParams {
+        budget: args.budget,
+        seed: args.seed,
+        threads: None,
+        iteration_limit: Some(args.iterations),
+    };
+    let gbdt = Gbdt::train(&tr.x, INPUT_WIDTH, &tr.y, &balanced(tr), &params)?;
+    let gbdt_s = t1.elapsed().as_secs_f64();
+    eprintln!(
+        "gbdt: {} trees, {} nodes in {gbdt_s:.1}s",
+        gbdt.trees.len(),
+        gbdt.nodes()
+    );
+    let t2 = Instant::now();
+    let (lx, ly) = balanced_sample(tr, 4, args.seed);
+    let logistic = Logistic::train(&lx, INPUT_WIDTH, &ly)?;
+    eprintln!(
+        "logistic: {} rows in {:.1}s",
+        ly.len(),
+        t2.elapsed().as_secs_f64()
+    );
+
+    // Calibrate on the calibration split, with weights restoring the
+    // fleet's real class balance.
+    let gl = score(ca, |x| gbdt.logit(x));
+    let ll = score(ca, |x| logistic.logit(x));
+    let gp = Platt::fit(&gl, &ca.y, &ca.weight);
+    let lp = Platt::fit(&ll, &ca.y, &ca.weight);
+    let threshold = operating_point(ca, &gl, &gp);
+    let baseline_threshold = operating_point(ca, &ll, &lp);
+
+    let mut model = FailureModel::new(
+        gbdt,
+        gp,
+        logistic,
+        lp,
+        [threshold, baseline_threshold],
+        TrainingMeta {
+            created: features::time::format_rfc3339_s(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64),
+            ),
+            data: args.data.iter().map(|p| p.display().to_string()).collect(),
+            horizon_h: args.horizon as f64 / 3.6e6,
+            seed: args.seed,
+            train_rows: tr.len(),
+            train_positives: tr.positives(),
+            calibration_rows: ca.len(),
+            validation_rows: va.len(),
+            gpus,
+            failures,
+            booster: "perpetual 3.0.0-rc.2 (LogLoss), flattened".into(),
+            budget: args.budget,
+            train_seconds: gbdt_s,
+            validation: Vec::new(),
+        },
+    );
+    // Validation figures, both models.
+    println!(
+        "validation ({} rows, {} positive; weighted to the full data)",
+        va.len(),
+        va.positives()
+    );
+    println!("| model | PR-AUC | Brier | precision | recall | failures alarmed ≥1h |");
+    println!("|---|---|---|---|---|---|");
+    let mut figures = Vec::new();
+    for (name, p) in [
+        ("gbdt", score(va, |x| model.probability(x))),
+        (
+            "logistic (baseline)",
+            score(va, |x| model.baseline_probability(x)),
+        ),
+    ] {
+        let curve = metrics::pr_curve(&p, &va.y, &va.weight);
+        let ap = metrics::average_precision(&curve);
+        let brier = metrics::brier(&p, &va.y, &va.weight);
+        let thr = if name == "gbdt" {
+            threshold
+        } else {
+            baseline_threshold
+        };
+        let at = curve
+            .iter()
+            .rev()
+            .find(|c| c.threshold >= thr)
+            .copied()
+            .unwrap_or(metrics::PrPoint {
+                threshold: thr,
+                precision: 0.0,
+                recall: 0.0,
+            });
+        let ev = event_maxima(va, &p);
+        let alarmed = ev.iter().filter(|m| **m >= thr).count();
+        println!(
+            "| {name} | {ap:.3} | {brier:.4} | {:.3} | {:.3} | {alarmed}/{} |",
+            at.precision,
+            at.recall,
+            ev.len()
+        );
+        figures.push((format!("{name} pr_auc"), ap));
+        figures.push((format!("{name} brier"), brier));
+    }
+    println!("operating point: P(fail within horizon) ≥ {threshold:.4}");
+    model.meta.validation = figures;
+    model
+        .save(&args.out)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    eprintln!(
+        "wrote {} in {:.1}s",
+        args.out.display(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! The gradient-boosted classifier: trained with `perpetual` (pure Rust, see
+//! `docs/decisions/0001-gradient-boosting.md`), then flattened into our own
+//! array-of-nodes trees, which are what the artifact stores and the pipeline
+//! runs: no hash lookups on the hot path, and an artifact format that does
+//! not change when the training crate does.
+
+use std::collections::HashMap;
+
+use perpetual::booster::config::MissingNodeTreatment;
+use perpetual::objective::Objective;
+use perpetual::{Matrix, PerpetualBooster};
+use serde::{Deserialize, Serialize};
+
+use super::FailureModelError;
+
+/// One node: a split (`feature` < `threshold` → `left`, else `right`,
+/// missing → `missing`) or a leaf (`feature` = `LEAF`, `value`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub feature: u32,
+    pub threshold: f64,
+    pub left: u32,
+    pub right: u32,
+    pub missing: u32,
+    pub value: f32,
+}
+
+const LEAF: u32 = u32::MAX;
+
+/// A flattened ensemble; the raw output is a logit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gbdt {
+    pub base: f64,
+    pub trees: Vec<Vec<Node>>,
+}
+
+/// Training parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GbdtParams {
+    /// perpetual's complexity budget (higher: more, finer trees).
+    pub budget: f32,
+    pub seed: u64,
+    /// Threads (None: all cores).
+    pub threads: Option<usize>,
+    /// Stop after this many boosting rounds.
+    pub iteration_limit: Option<usize>,
+}
+
+impl Default for GbdtParams {
+    fn default() -> Self {
+        GbdtParams {
+            budget: 0.5,
+            seed: 1,
+            threads: None,
+            iteration_limit: Some(200),
+        }
+    }
+}
+
+impl Gbdt {
+    /// Trains on row-major `x` (`width` columns, NaN = missing), labels and
+    /// weights.
+    pub fn train(
+        x: &[f32],
+        width: usize,
+        y: &[u8],
+        w: &[f32],
+        p: &GbdtParams,
+    ) -> Result<Gbdt, FailureModelError> {
+        let booster = fit_booster(x, width, y, w, p)?;
+        Gbdt::from_booster(&booster)
+    }
+
+    /// Flattens a trained booster.
+    pub fn from_booster(b: &PerpetualBooster) -> Result<Gbdt, FailureModelError> {
+        if b.regression_head.is_some() {
+            return Err(FailureModelError::Training(
+                "perpetual fitted a linear head; flattening does not support it".into(),
+            ));
+        }
+        let mut trees = Vec::new();
+        for t in b.get_prediction_trees() {
+            let mut pos: HashMap<usize, u32> = HashMap::new();
+            let mut order = vec![0usize];
+            let mut i = 0;
+            while i < order.len() {
+                let key = order[i];
+                pos.insert(key, i as u32);
+                let n = t
+                    .nodes
+                    .get(&key)
+                    .ok_or_else(|| FailureModelError::Training(format!("tree lacks node {key}")))?;
+                if !n.is_leaf {
+                    if n.left_cats.is_some() {
+                        return Err(FailureModelError::Training(
+                            "categorical splits are not supported".into(),
+                        ));
+                    }
+                    for c in [n.left_child, n.right_child, n.missing_node] {
+                        if !pos.contains_key(&c) && !order.contains(&c) {
+                            order.push(c);
+                        }
+                    }
+                }
+                i += 1;
+            }
+            let mut nodes = Vec::with_capacity(order.len());
+            for key in &order {
+                let n = &t.nodes[key];
+                nodes.push(if n.is_leaf {
+                    Node {
+                        feature: LEAF,
+                        threshold: 0.0,
+                        left: 0,
+                        right: 0,
+                        missing: 0,
+                        value: n.weight_value,
+                    }
+                } else {
+                    Node {
+                        feature: n.split_feature as u32,
+                        threshold: n.split_value,
+                        left: pos[&n.left_child],
+                        right: pos[&n.right_child],
+                        missing: pos[&n.missing_node],
+                        value: 0.0,
+                    }
+                });
+            }
+            trees.push(nodes);
+        }
+        Ok(Gbdt {
+            base: b.base_score,
+            trees,
+        })
+    }
+
+    /// The raw logit of one input row.
+    #[inline]
+    pub fn logit(&self, x: &[f32]) -> f64 {
+        let mut s = self.base;
+        for t in &self.trees {
+            let mut i = 0usize;
+            loop {
+                let n = &t[i];
+                if n.feature == LEAF {
+                    s += f64::from(n.value);
+                    break;
+                }
+                let v = x[n.feature as usize];
+                i = if v.is_nan() {
+                    n.missing
+                } else if f64::from(v) < n.threshold {
+                    n.left
+                } else {
+                    n.right
+                } as usize;
+            }
+        }
+        s
+    }
+
+    /// Checks every split names a column below `width` and every child
+    /// index is in range (a loaded artifact is untrusted).
+    pub fn validate(&self, width: usize) -> Result<(), String> {
+        for (ti, t) in self.trees.iter().enumerate() {
+            for n in t {
+                if n.feature == LEAF {
+                    continue;
+                }
+                let bad_child = [n.left, n.right, n.missing]
+                    .iter()
+                    .any(|c| *c as usize >= t.len());
+                if n.feature as usize >= width || bad_child {
+                    return Err(format!("tree {ti} has an invalid node"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.trees.iter().map(Vec::len).sum()
+    }
+}
+
+/// Fits a perpetual booster (LogLoss) on row-major data.
+pub fn fit_booster(
+    x: &[f32],
+    width: usize,
+    y: &[u8],
+    w: &[f32],
+    p: &GbdtParams,
+) -> Result<PerpetualBooster, FailureModelError> {
+    let n = y.len();
+    // perpetual reads column-major f64.
+    let mut cols = vec![0f64; n * width];
+    for (r, row) in x.chunks_exact(width).enumerate() {
+        for (c, v) in row.iter().enumerate() {
+            cols[c * n + r] = f64::from(*v);
+        }
+    }
+    let m = Matrix::new(&cols, n, width);
+    let yf: Vec<f64> = y.iter().map(|v| f64::from(*v)).collect();
+    let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
+    let mut b = PerpetualBooster::default()
+        .set_objective(Objective::LogLoss)
+        .set_budget(p.budget)
+        .set_seed(p.seed)
+        .set_num_threads(p.threads)
+        .set_iteration_limit(p.iteration_limit)
+        .set_missing_node_treatment(MissingNodeTreatment::AverageNodeWeight)
+        .set_log_iterations(0);
+    b.fit(&m, &yf, Some(&wf), None)
+        .map_err(|e| FailureModelError::Training(format!("perpetual: {e}")))?;
+    Ok(b)
+}

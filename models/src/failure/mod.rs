@@ -1,0 +1,191 @@
+//! The supervised failure model: P(this GPU fails within the horizon | its
+//! model input now), from a gradient-boosted classifier with Platt
+//! calibration, plus the logistic baseline trained beside it, stored as one
+//! artifact (`model.fwm`, JSON) with the feature-schema version, the input
+//! columns and the training metadata. Loading checks them and refuses a
+//! model built for other features.
+//!
+//! Trained offline (`forewarn train`), loaded by the pipeline when
+//! configured; [`FailureModel::probability`] is the hot path (~100 trees,
+//! array walks, no allocation).
+
+pub mod gbdt;
+pub mod input;
+pub mod logistic;
+pub mod metrics;
+pub mod platt;
+
+use std::path::Path;
+
+use features::FEATURE_SCHEMA_VERSION;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+pub use gbdt::{Gbdt, GbdtParams};
+pub use input::{INPUT_WIDTH, input_names};
+pub use logistic::Logistic;
+pub use platt::Platt;
+
+/// The artifact's format tag and version.
+pub const FORMAT: &str = "forewarn-failure-model";
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Error)]
+pub enum FailureModelError {
+    #[error("training failed: {0}")]
+    Training(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a forewarn model: {message}")]
+    Format { path: String, message: String },
+    #[error(
+        "{path} was trained on feature schema version {found}, this build computes version \
+         {expected}: retrain it with `forewarn train` on a fresh `forewarn features` export"
+    )]
+    SchemaMismatch {
+        path: String,
+        found: u32,
+        expected: u32,
+    },
+}
+
+/// How and on what the model was trained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct TrainingMeta {
+    pub created: String,
+    pub data: Vec<String>,
+    pub horizon_h: f64,
+    pub seed: u64,
+    pub train_rows: usize,
+    pub train_positives: usize,
+    pub calibration_rows: usize,
+    pub validation_rows: usize,
+    pub gpus: usize,
+    pub failures: usize,
+    pub booster: String,
+    pub budget: f32,
+    pub train_seconds: f64,
+    /// Validation figures, by model.
+    pub validation: Vec<(String, f64)>,
+}
+
+/// A trained failure model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailureModel {
+    pub format: String,
+    pub format_version: u32,
+    pub feature_schema_version: u32,
+    pub input_names: Vec<String>,
+    pub meta: TrainingMeta,
+    pub gbdt: Gbdt,
+    pub gbdt_platt: Platt,
+    pub logistic: Logistic,
+    pub logistic_platt: Platt,
+    /// Operating point: alarm when the calibrated probability reaches it.
+    pub threshold: f64,
+    /// The baseline's operating point, chosen the same way.
+    pub baseline_threshold: f64,
+}
+
+impl FailureModel {
+    pub fn new(
+        gbdt: Gbdt,
+        gbdt_platt: Platt,
+        logistic: Logistic,
+        logistic_platt: Platt,
+        threshold: [f64; 2],
+        meta: TrainingMeta,
+    ) -> Self {
+        FailureModel {
+            format: FORMAT.into(),
+            format_version: FORMAT_VERSION,
+            feature_schema_version: FEATURE_SCHEMA_VERSION,
+            input_names: input_names(),
+            meta,
+            gbdt,
+            gbdt_platt,
+            logistic,
+            logistic_platt,
+            threshold: threshold[0],
+            baseline_threshold: threshold[1],
+        }
+    }
+
+    /// Calibrated P(failure within the horizon) of one input row.
+    #[inline]
+    pub fn probability(&self, x: &[f32]) -> f64 {
+        self.gbdt_platt.apply(self.gbdt.logit(x))
+    }
+
+    /// The baseline's calibrated probability.
+    pub fn baseline_probability(&self, x: &[f32]) -> f64 {
+        self.logistic_platt.apply(self.logistic.logit(x))
+    }
+
+    pub fn save(&self, path: &Path) -> Result<(), FailureModelError> {
+        let io = |e| FailureModelError::Io {
+            path: path.display().to_string(),
+            source: e,
+        };
+        let text = serde_json::to_vec(self).map_err(|e| io(std::io::Error::other(e)))?;
+        std::fs::write(path, text).map_err(io)
+    }
+
+    /// Loads and checks an artifact.
+    pub fn load(path: &Path) -> Result<FailureModel, FailureModelError> {
+        let p = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| FailureModelError::Io {
+            path: p.clone(),
+            source: e,
+        })?;
+        let format = |message: String| FailureModelError::Format {
+            path: p.clone(),
+            message,
+        };
+        // Check the header first, so that a mismatch says so rather than
+        // failing on a field that moved.
+        #[derive(Deserialize)]
+        struct Header {
+            format: String,
+            format_version: u32,
+            feature_schema_version: u32,
+        }
+        let h: Header = serde_json::from_slice(&bytes).map_err(|e| format(e.to_string()))?;
+        if h.format != FORMAT {
+            return Err(format(format!("format {:?}", h.format)));
+        }
+        if h.format_version != FORMAT_VERSION {
+            return Err(format(format!(
+                "artifact format version {}, this build reads {FORMAT_VERSION}",
+                h.format_version
+            )));
+        }
+        if h.feature_schema_version != FEATURE_SCHEMA_VERSION {
+            return Err(FailureModelError::SchemaMismatch {
+                path: p,
+                found: h.feature_schema_version,
+                expected: FEATURE_SCHEMA_VERSION,
+            });
+        }
+        let m: FailureModel = serde_json::from_slice(&bytes).map_err(|e| format(e.to_string()))?;
+        if m.input_names != input_names() {
+            return Err(format(
+                "its input columns differ from this build's: retrain it".into(),
+            ));
+        }
+        m.gbdt.validate(INPUT_WIDTH).map_err(format)?;
+        if m.logistic.coef.len() != INPUT_WIDTH
+            || m.logistic.mean.len() != INPUT_WIDTH
+            || m.logistic.scale.len() != INPUT_WIDTH
+        {
+            return Err(format("baseline has the wrong width".into()));
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests;
