@@ -14,7 +14,7 @@ use super::attribution::DiVector;
 use super::config::{ForestBuilder, ForestConfig};
 use super::point_store::PointStore;
 use super::shingle::Shingler;
-use super::traversal::{Plan, Scratch};
+use super::traversal::{LANES, Plan, Scratch};
 use super::tree::Tree;
 use crate::rng::SplitMix64;
 
@@ -48,55 +48,89 @@ impl Group {
         sink: &mut impl FnMut(f64),
     ) {
         let mut handle = None;
-        for tree in &mut self.trees {
-            let acc = if step.insert {
-                tree.sampler.offer(step.t, &mut tree.rng)
-            } else {
-                None
-            };
-            let Some(acc) = acc else {
-                if step.score {
-                    sink(tree.walk(&self.store, p, s, attr.as_deref_mut(), None).0);
+        let n = self.trees.len();
+        for start in (0..n).step_by(LANES) {
+            let trees = &mut self.trees[start..n.min(start + LANES)];
+            let mut accs = [None; LANES];
+            if step.insert {
+                for (a, tree) in accs.iter_mut().zip(trees.iter_mut()) {
+                    *a = tree.sampler.offer(step.t, &mut tree.rng);
                 }
+            }
+            if !step.score && accs.iter().all(Option::is_none) {
                 continue;
-            };
-            let mut rng = tree.rng.clone();
-            let (score, plan) = tree.walk(&self.store, p, s, attr.as_deref_mut(), Some(&mut rng));
-            tree.rng = rng;
-            if step.score {
-                sink(score);
             }
-            let h = *handle.get_or_insert_with(|| self.store.add(p));
-            let leaf = match plan {
-                Plan::Empty => tree.insert_root(&mut self.store, h),
-                Plan::Duplicate { leaf } => {
-                    tree.insert_duplicate(&self.store, &s.path, leaf, p);
-                    leaf
+            s.lanes
+                .descend(trees, p, |k| step.score || accs[k].is_some());
+            for (k, tree) in trees.iter_mut().enumerate() {
+                let leaf = s.lanes.leaf(k);
+                let path = s.lanes.path(k);
+                let Some(acc) = accs[k] else {
+                    if step.score {
+                        let a = attr.as_deref_mut();
+                        sink(
+                            tree.climb(&self.store, p, leaf, path, &mut s.climb, a, None)
+                                .0,
+                        );
+                    }
+                    continue;
+                };
+                let mut rng = tree.rng.clone();
+                let a = attr.as_deref_mut();
+                let (score, plan) =
+                    tree.climb(&self.store, p, leaf, path, &mut s.climb, a, Some(&mut rng));
+                tree.rng = rng;
+                if step.score {
+                    sink(score);
                 }
-                Plan::Split {
-                    leaf,
-                    level,
-                    cut_dim,
-                    cut_value,
-                } => tree.insert_split(
-                    &mut self.store,
-                    &s.path,
-                    leaf,
-                    level,
-                    cut_dim,
-                    cut_value,
-                    h,
-                    p,
-                ),
-            };
-            if let Some(evicted) = acc.evict {
-                tree.delete(&mut self.store, evicted, &mut s.path, &mut s.q);
+                let h = *handle.get_or_insert_with(|| self.store.add(p));
+                let leaf = match plan {
+                    Plan::Empty => tree.insert_root(&mut self.store, h),
+                    Plan::Duplicate { leaf } => {
+                        tree.insert_duplicate(&self.store, path, leaf, p);
+                        leaf
+                    }
+                    Plan::Split {
+                        leaf,
+                        level,
+                        cut_dim,
+                        cut_value,
+                    } => tree.insert_split(
+                        &mut self.store,
+                        path,
+                        leaf,
+                        level,
+                        cut_dim,
+                        cut_value,
+                        h,
+                        p,
+                    ),
+                };
+                if let Some(evicted) = acc.evict {
+                    tree.delete(&mut self.store, evicted, &mut s.path, &mut s.q);
+                }
+                tree.sampler.commit(step.t, acc, leaf, &mut tree.rng);
             }
-            tree.sampler.commit(step.t, acc, leaf, &mut tree.rng);
         }
         if let Some(h) = handle {
             self.store.release_if_unused(h);
         }
+    }
+
+    /// Sum of the trees' scores of `p` (in tree order) without learning.
+    fn score_only(&self, p: &[f32], s: &mut Scratch, mut attr: Option<&mut [f64]>) -> f64 {
+        let mut total = 0.0;
+        for trees in self.trees.chunks(LANES) {
+            s.lanes.descend(trees, p, |_| true);
+            for (k, tree) in trees.iter().enumerate() {
+                let (leaf, path) = (s.lanes.leaf(k), s.lanes.path(k));
+                let a = attr.as_deref_mut();
+                total += tree
+                    .climb(&self.store, p, leaf, path, &mut s.climb, a, None)
+                    .0;
+            }
+        }
+        total
     }
 }
 
@@ -232,11 +266,7 @@ impl Forest {
         let mut total = 0.0;
         let mut attr = attr;
         for g in &self.groups {
-            for tree in &g.trees {
-                total += tree
-                    .walk(&g.store, &point, &mut s, attr.as_deref_mut(), None)
-                    .0;
-            }
+            total += g.score_only(&point, &mut s, attr.as_deref_mut());
         }
         Ok(self.finish(total, attr))
     }

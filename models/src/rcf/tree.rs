@@ -187,9 +187,9 @@ impl Tree {
             let q = store.get(self.leaf_point[(r & !LEAF_BIT) as usize]);
             extend(bmin, bmax, q);
         } else if let Some((lo, hi)) = self.cached_box(r) {
-            for d in 0..bmin.len() {
-                bmin[d] = bmin[d].min(lo[d]);
-                bmax[d] = bmax[d].max(hi[d]);
+            for ((a, b), (&l, &h)) in bmin.iter_mut().zip(bmax.iter_mut()).zip(lo.iter().zip(hi)) {
+                *a = fmin(*a, l);
+                *b = fmax(*b, h);
             }
         } else {
             let i = r as usize;
@@ -457,8 +457,27 @@ impl Tree {
 
 #[inline]
 pub(super) fn extend(bmin: &mut [f32], bmax: &mut [f32], q: &[f32]) {
-    for d in 0..q.len() {
-        bmin[d] = bmin[d].min(q[d]);
-        bmax[d] = bmax[d].max(q[d]);
+    for ((a, b), &x) in bmin.iter_mut().zip(bmax.iter_mut()).zip(q) {
+        *a = fmin(*a, x);
+        *b = fmax(*b, x);
     }
+}
+
+// Plain comparisons instead of `f32::min`/`max`, whose NaN handling costs
+// several instructions per coordinate: every stored coordinate is finite.
+
+#[inline(always)]
+pub(super) fn fmin(a: f32, b: f32) -> f32 {
+    if b < a { b } else { a }
+}
+
+#[inline(always)]
+pub(super) fn fmax(a: f32, b: f32) -> f32 {
+    if b > a { b } else { a }
+}
+
+/// `max(x, 0)` for finite `x`.
+#[inline(always)]
+pub(super) fn pos(x: f32) -> f32 {
+    if x > 0.0 { x } else { 0.0 }
 }
