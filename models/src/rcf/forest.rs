@@ -18,6 +18,12 @@ use super::traversal::{LANES, Plan, Scratch};
 use super::tree::Tree;
 use crate::rng::SplitMix64;
 
+thread_local! {
+    /// Walk buffers for the read-only `score` and `attribution`, which cannot
+    /// use the forest's own (they take `&self`).
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::new(0));
+}
+
 /// Trees sharing one point store.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Group {
@@ -117,20 +123,24 @@ impl Group {
         }
     }
 
-    /// Sum of the trees' scores of `p` (in tree order) without learning.
-    fn score_only(&self, p: &[f32], s: &mut Scratch, mut attr: Option<&mut [f64]>) -> f64 {
-        let mut total = 0.0;
+    /// Adds the trees' scores of `p` to `total` (in tree order) without learning.
+    fn score_only(
+        &self,
+        p: &[f32],
+        s: &mut Scratch,
+        mut attr: Option<&mut [f64]>,
+        total: &mut f64,
+    ) {
         for trees in self.trees.chunks(LANES) {
             s.lanes.descend(trees, p, |_| true);
             for (k, tree) in trees.iter().enumerate() {
                 let (leaf, path) = (s.lanes.leaf(k), s.lanes.path(k));
                 let a = attr.as_deref_mut();
-                total += tree
+                *total += tree
                     .climb(&self.store, p, leaf, path, &mut s.climb, a, None)
                     .0;
             }
         }
-        total
     }
 }
 
@@ -255,19 +265,20 @@ impl Forest {
         Ok(())
     }
 
-    fn evaluate(&self, row: &[f64], attr: Option<&mut [f64]>) -> Result<f64, RcfError> {
+    fn evaluate(&self, row: &[f64], mut attr: Option<&mut [f64]>) -> Result<f64, RcfError> {
         self.check(row)?;
         let mut point = Vec::with_capacity(self.config.dimensions());
         let cand = self.shingle.candidate(row, &mut point);
         if !(cand.complete && self.is_ready()) {
             return Ok(0.0);
         }
-        let mut s = Scratch::new(self.config.dimensions());
         let mut total = 0.0;
-        let mut attr = attr;
-        for g in &self.groups {
-            total += g.score_only(&point, &mut s, attr.as_deref_mut());
-        }
+        SCRATCH.with_borrow_mut(|s| {
+            s.ensure(self.config.dimensions());
+            for g in &self.groups {
+                g.score_only(&point, s, attr.as_deref_mut(), &mut total);
+            }
+        });
         Ok(self.finish(total, attr))
     }
 

@@ -18,7 +18,7 @@
 //! how far `p` sticks out of `B` on each side, so it sums to the score.
 
 use super::point_store::PointStore;
-use super::tree::{LEAF_BIT, NONE, Tree, pos};
+use super::tree::{LEAF_BIT, NONE, Tree, gap_span, pos};
 use crate::rng::Xoshiro256PlusPlus;
 
 /// Trees descended together. Each descent is a chain of dependent loads; doing
@@ -29,12 +29,7 @@ pub(super) const LANES: usize = 8;
 /// Paths of up to `LANES` trees descended together.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Lanes {
-    /// Longest possible path plus one (a tree has at most `sample_size`
-    /// internal nodes).
-    stride: usize,
-    /// Lane `k`'s path occupies `buf[k * stride..k * stride + len[k]]`.
-    buf: Vec<u16>,
-    len: [usize; LANES],
+    paths: [Vec<u16>; LANES],
     /// The leaf each lane reached (`NONE` for an empty or skipped tree).
     end: [u16; LANES],
 }
@@ -42,7 +37,7 @@ pub(crate) struct Lanes {
 impl Lanes {
     #[inline]
     pub(super) fn path(&self, k: usize) -> &[u16] {
-        &self.buf[k * self.stride..k * self.stride + self.len[k]]
+        &self.paths[k]
     }
 
     /// The leaf lane `k` reached, or `None` for an empty or skipped tree.
@@ -55,30 +50,24 @@ impl Lanes {
     /// holds, one level of every tree per round.
     pub(super) fn descend(&mut self, trees: &[Tree], p: &[f32], want: impl Fn(usize) -> bool) {
         debug_assert!(trees.len() <= LANES);
-        let stride = trees.first().map_or(1, |t| t.nodes.len() + 1);
-        if self.stride != stride || self.buf.len() < LANES * stride {
-            self.stride = stride;
-            self.buf = vec![0; LANES * stride];
-        }
         let mut cur = [NONE; LANES];
         for (k, t) in trees.iter().enumerate() {
-            self.len[k] = 0;
+            self.paths[k].clear();
             if want(k) {
                 cur[k] = t.root;
             }
         }
         loop {
             let mut active = false;
-            for (k, t) in trees.iter().enumerate() {
-                let n = cur[k];
+            for ((t, c), path) in trees.iter().zip(cur.iter_mut()).zip(self.paths.iter_mut()) {
+                let n = *c;
                 if n & LEAF_BIT != 0 {
                     continue;
                 }
                 active = true;
-                self.buf[k * stride + self.len[k]] = n;
-                self.len[k] += 1;
+                path.push(n);
                 let node = &t.nodes[n as usize];
-                cur[k] = if p[node.cut_dim as usize] <= node.cut_value {
+                *c = if p[node.cut_dim as usize] <= node.cut_value {
                     node.left
                 } else {
                     node.right
@@ -112,6 +101,12 @@ pub(crate) struct Climb {
 }
 
 impl Scratch {
+    /// Sizes the buffers for points of `dims` coordinates.
+    pub(crate) fn ensure(&mut self, dims: usize) {
+        self.climb.bmin.resize(dims, 0.0);
+        self.climb.bmax.resize(dims, 0.0);
+    }
+
     pub(crate) fn new(dims: usize) -> Self {
         Self {
             lanes: Lanes::default(),
@@ -305,12 +300,7 @@ impl Tree {
             };
             child_box = cached;
             child = n;
-            let mut gap = 0.0f32;
-            let mut span = 0.0f32;
-            for ((&x, &l), &h) in p.iter().zip(lo).zip(hi) {
-                gap += pos(x - h) + pos(l - x);
-                span += h - l;
-            }
+            let (gap, span) = gap_span(p, lo, hi);
             if gap <= 0.0 {
                 break;
             }
