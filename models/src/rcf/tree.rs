@@ -242,7 +242,7 @@ impl Tree {
                 if self.boxes.len() == self.boxes.capacity() {
                     // Grow in small steps: box memory is the knob this cache
                     // exists to control.
-                    self.boxes.reserve_exact(8 * 2 * dims);
+                    self.boxes.reserve_exact(2 * 2 * dims);
                 }
                 let s = self.boxes.len() / (2 * dims);
                 self.boxes.resize(self.boxes.len() + 2 * dims, 0.0);
