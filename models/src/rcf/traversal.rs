@@ -1,5 +1,6 @@
 //! The root-to-leaf-and-back walk that scores a point in one tree and, in the
-//! same pass, chooses where the point would be inserted.
+//! same pass, chooses where the point would be inserted. Descents run for
+//! `LANES` trees in lockstep (`Lanes`), the climbs then run tree by tree.
 //!
 //! Score (Guha et al. 2016, as normalised by AWS's random-cut-forest library):
 //! descend to the leaf the point falls into, then climb back. At the leaf the
