@@ -1,8 +1,8 @@
 //! Throughput and memory probe for the random cut forest, for quick A/B runs
-//! outside criterion (e.g. under `perf stat`). Usage:
+//! outside criterion (e.g. under `perf stat`). Times are CPU time of
+//! this thread (Linux `/proc/thread-self/schedstat`), so a loaded machine
+//! slows them less than wall time. Usage:
 //! `cargo run --release -p models --example rcf_throughput -- [metrics] [shingle] [box_cache_min_mass] [rows]`
-
-use std::time::Instant;
 
 use models::rcf::Forest;
 use models::rng::Xoshiro256PlusPlus;
@@ -32,17 +32,17 @@ fn main() -> Result<(), models::rcf::RcfError> {
     for r in &data[..20_000] {
         f.update(r)?;
     }
-    let start = Instant::now();
+    let start = cpu_ns();
     let mut sum = 0.0;
     for r in &data[20_000..] {
         sum += f.score(r)?;
     }
-    let score_us = start.elapsed().as_secs_f64() * 1e6 / rows as f64;
-    let start = Instant::now();
+    let score_us = (cpu_ns() - start) as f64 / 1e3 / rows as f64;
+    let start = cpu_ns();
     for r in &data[20_000..] {
         sum += f.score_and_update(r)?;
     }
-    let update_us = start.elapsed().as_secs_f64() * 1e6 / rows as f64;
+    let update_us = (cpu_ns() - start) as f64 / 1e3 / rows as f64;
     println!(
         "dims {} box_cache_min_mass {mass}: score {score_us:.2} us, update+score {update_us:.2} us, heap {} bytes, points {} (checksum {sum:.3})",
         metrics * shingle,
@@ -50,4 +50,12 @@ fn main() -> Result<(), models::rcf::RcfError> {
         f.stored_points()
     );
     Ok(())
+}
+
+/// Nanoseconds this thread has run on a CPU (0 where schedstat is missing).
+fn cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }

@@ -10,6 +10,7 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::PathBuf;
+use std::sync::mpsc;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -18,9 +19,11 @@ use models::rcf::{Direction, Forest, ThresholdedForest, reason_label};
 
 /// Bad rows reported individually before only counting them.
 const MAX_REPORTED_BAD_ROWS: usize = 100;
-/// Rows between progress-bar updates (updating per row would cost more than
-/// scoring).
-const PROGRESS_EVERY: u64 = 4096;
+/// Rows per batch handed from the reader thread to the scorer; progress is
+/// updated once per batch (updating per row would cost more than scoring).
+const BATCH_ROWS: usize = 4096;
+/// Batches parsed ahead of the scorer.
+const BATCHES_AHEAD: usize = 4;
 
 /// Score a CSV of telemetry: one `timestamp,grade,score,attribution` line per row.
 ///
@@ -94,14 +97,14 @@ pub struct ScoreSummary {
 }
 
 pub fn run(args: &ScoreArgs) -> Result<()> {
-    let (input, total_bytes): (Box<dyn Read>, Option<u64>) = match &args.input {
+    let (input, total_bytes): (Box<dyn Read + Send>, Option<u64>) = match &args.input {
         Some(p) if p.as_os_str() != "-" => {
             let f =
                 File::open(p).with_context(|| format!("failed to open input {}", p.display()))?;
             let len = f.metadata().ok().map(|m| m.len());
             (Box::new(f), len)
         }
-        _ => (Box::new(io::stdin().lock()), None),
+        _ => (Box::new(io::stdin()), None),
     };
     let output: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(
@@ -145,8 +148,70 @@ fn progress_bar(total_bytes: Option<u64>) -> ProgressBar {
     }
 }
 
+/// Rows parsed by the reader thread, in input order.
+#[derive(Debug, Default)]
+struct Batch {
+    /// Timestamps, already quoted for output, back to back.
+    ts: String,
+    /// End of each row's timestamp in `ts`.
+    ts_end: Vec<usize>,
+    /// `metrics` values per row (NaN for missing or bad fields).
+    values: Vec<f64>,
+    /// Bad rows: index in the batch, line number, problem.
+    bad: Vec<(usize, u64, String)>,
+    /// Input bytes the batch covers (for the progress bar).
+    bytes: u64,
+}
+
+/// Reads and parses rows on its own thread so that scoring, the bottleneck,
+/// runs alone on the calling thread.
+fn read_batches<R: BufRead>(
+    mut input: R,
+    time_col: usize,
+    cols: &[usize],
+    tx: &mpsc::SyncSender<Result<Batch>>,
+) {
+    let mut line = String::new();
+    let mut fields = Vec::new();
+    let mut values = vec![0.0f64; cols.len()];
+    let mut line_no: u64 = 1;
+    loop {
+        let mut batch = Batch::default();
+        while batch.ts_end.len() < BATCH_ROWS {
+            line.clear();
+            let n = match input.read_line(&mut line).context("failed to read input") {
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            line_no += 1;
+            batch.bytes += n as u64;
+            let text = trim_newline(&line);
+            if let Some(problem) = parse_row(text, &mut fields, time_col, cols, &mut values) {
+                batch.bad.push((batch.ts_end.len(), line_no, problem));
+            }
+            let ts = fields.get(time_col).map(String::as_str).unwrap_or("");
+            batch.ts.push_str(&quote_if_needed(ts));
+            batch.ts_end.push(batch.ts.len());
+            batch.values.extend_from_slice(&values);
+        }
+        let last = batch.ts_end.len() < BATCH_ROWS;
+        if !batch.ts_end.is_empty() && tx.send(Ok(batch)).is_err() {
+            return;
+        }
+        if last {
+            return;
+        }
+    }
+}
+
 /// Scores every row of `input` to `output`; bad rows are reported to `errors`.
-pub fn score_csv<R: BufRead, W: Write>(
+pub fn score_csv<R: BufRead + Send, W: Write>(
     args: &ScoreArgs,
     mut input: R,
     mut output: W,
@@ -190,55 +255,58 @@ pub fn score_csv<R: BufRead, W: Write>(
         .collect();
     writeln!(output, "timestamp,grade,score,attribution")?;
 
+    let m = cols.len();
     let mut summary = ScoreSummary::default();
-    let mut values = vec![0.0f64; cols.len()];
-    let mut line_no: u64 = 1;
-    let mut bytes_since = 0u64;
-    loop {
-        line.clear();
-        let n = input.read_line(&mut line).context("failed to read input")?;
-        if n == 0 {
-            break;
-        }
-        line_no += 1;
-        bytes_since += n as u64;
-        let text = trim_newline(&line);
-        let problem = parse_row(text, &mut fields, time_col, &cols, &mut values);
-        if let Some(problem) = problem {
-            summary.bad_rows += 1;
-            if summary.bad_rows <= MAX_REPORTED_BAD_ROWS as u64 {
-                writeln!(errors, "line {line_no}: {problem}; scored as missing")?;
+    std::thread::scope(|scope| -> Result<()> {
+        let (tx, rx) = mpsc::sync_channel(BATCHES_AHEAD);
+        let cols = &cols;
+        scope.spawn(move || read_batches(input, time_col, cols, &tx));
+        for batch in rx {
+            let batch = batch?;
+            let mut bad = batch.bad.iter().peekable();
+            let mut ts_start = 0;
+            for (i, &ts_end) in batch.ts_end.iter().enumerate() {
+                if let Some((_, line_no, problem)) = bad.next_if(|b| b.0 == i) {
+                    summary.bad_rows += 1;
+                    if summary.bad_rows <= MAX_REPORTED_BAD_ROWS as u64 {
+                        writeln!(errors, "line {line_no}: {problem}; scored as missing")?;
+                    }
+                }
+                let verdict = detector
+                    .process(&batch.values[i * m..(i + 1) * m])
+                    .context("scoring failed")?;
+                summary.rows += 1;
+                summary.flagged += u64::from(verdict.is_anomaly);
+                let reason = if verdict.score > 0.0 {
+                    verdict
+                        .explanation()
+                        .map(|e| {
+                            labels[e.metric][usize::from(e.direction == Direction::Low)].as_str()
+                        })
+                        .unwrap_or("")
+                } else {
+                    ""
+                };
+                writeln!(
+                    output,
+                    "{},{:.4},{:.4},{}",
+                    &batch.ts[ts_start..ts_end],
+                    verdict.grade,
+                    verdict.score,
+                    reason
+                )?;
+                ts_start = ts_end;
+            }
+            if let Some(pb) = progress {
+                pb.inc(batch.bytes);
+                pb.set_message(format!(
+                    "{} rows, {} flagged",
+                    summary.rows, summary.flagged
+                ));
             }
         }
-        let verdict = detector.process(&values).context("scoring failed")?;
-        summary.rows += 1;
-        summary.flagged += u64::from(verdict.is_anomaly);
-        let ts = fields.get(time_col).map(String::as_str).unwrap_or("");
-        let reason = if verdict.score > 0.0 {
-            verdict
-                .explanation()
-                .map(|e| labels[e.metric][usize::from(e.direction == Direction::Low)].as_str())
-                .unwrap_or("")
-        } else {
-            ""
-        };
-        writeln!(
-            output,
-            "{},{:.4},{:.4},{}",
-            quote_if_needed(ts),
-            verdict.grade,
-            verdict.score,
-            reason
-        )?;
-        if let Some(pb) = progress.filter(|_| summary.rows % PROGRESS_EVERY == 0) {
-            pb.inc(bytes_since);
-            bytes_since = 0;
-            pb.set_message(format!(
-                "{} rows, {} flagged",
-                summary.rows, summary.flagged
-            ));
-        }
-    }
+        Ok(())
+    })?;
     output.flush().context("failed to write output")?;
     Ok(summary)
 }

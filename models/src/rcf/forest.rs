@@ -14,9 +14,15 @@ use super::attribution::DiVector;
 use super::config::{ForestBuilder, ForestConfig};
 use super::point_store::PointStore;
 use super::shingle::Shingler;
-use super::traversal::{Plan, Scratch};
+use super::traversal::{LANES, Plan, Scratch};
 use super::tree::Tree;
 use crate::rng::SplitMix64;
+
+thread_local! {
+    /// Walk buffers for the read-only `score` and `attribution`, which cannot
+    /// use the forest's own (they take `&self`).
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::new(0));
+}
 
 /// Trees sharing one point store.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,54 +54,92 @@ impl Group {
         sink: &mut impl FnMut(f64),
     ) {
         let mut handle = None;
-        for tree in &mut self.trees {
-            let acc = if step.insert {
-                tree.sampler.offer(step.t, &mut tree.rng)
-            } else {
-                None
-            };
-            let Some(acc) = acc else {
-                if step.score {
-                    sink(tree.walk(&self.store, p, s, attr.as_deref_mut(), None).0);
+        let n = self.trees.len();
+        for start in (0..n).step_by(LANES) {
+            let trees = &mut self.trees[start..n.min(start + LANES)];
+            let mut accs = [None; LANES];
+            if step.insert {
+                for (a, tree) in accs.iter_mut().zip(trees.iter_mut()) {
+                    *a = tree.sampler.offer(step.t, &mut tree.rng);
                 }
+            }
+            if !step.score && accs.iter().all(Option::is_none) {
                 continue;
-            };
-            let mut rng = tree.rng.clone();
-            let (score, plan) = tree.walk(&self.store, p, s, attr.as_deref_mut(), Some(&mut rng));
-            tree.rng = rng;
-            if step.score {
-                sink(score);
             }
-            let h = *handle.get_or_insert_with(|| self.store.add(p));
-            let leaf = match plan {
-                Plan::Empty => tree.insert_root(&mut self.store, h),
-                Plan::Duplicate { leaf } => {
-                    tree.insert_duplicate(&self.store, &s.path, leaf, p);
-                    leaf
+            s.lanes
+                .descend(trees, p, |k| step.score || accs[k].is_some());
+            for (k, tree) in trees.iter_mut().enumerate() {
+                let leaf = s.lanes.leaf(k);
+                let path = s.lanes.path(k);
+                let Some(acc) = accs[k] else {
+                    if step.score {
+                        let a = attr.as_deref_mut();
+                        sink(
+                            tree.climb(&self.store, p, leaf, path, &mut s.climb, a, None)
+                                .0,
+                        );
+                    }
+                    continue;
+                };
+                let mut rng = tree.rng.clone();
+                let a = attr.as_deref_mut();
+                let (score, plan) =
+                    tree.climb(&self.store, p, leaf, path, &mut s.climb, a, Some(&mut rng));
+                tree.rng = rng;
+                if step.score {
+                    sink(score);
                 }
-                Plan::Split {
-                    leaf,
-                    level,
-                    cut_dim,
-                    cut_value,
-                } => tree.insert_split(
-                    &mut self.store,
-                    &s.path,
-                    leaf,
-                    level,
-                    cut_dim,
-                    cut_value,
-                    h,
-                    p,
-                ),
-            };
-            if let Some(evicted) = acc.evict {
-                tree.delete(&mut self.store, evicted, &mut s.path, &mut s.q);
+                let h = *handle.get_or_insert_with(|| self.store.add(p));
+                let leaf = match plan {
+                    Plan::Empty => tree.insert_root(&mut self.store, h),
+                    Plan::Duplicate { leaf } => {
+                        tree.insert_duplicate(&self.store, path, leaf, p);
+                        leaf
+                    }
+                    Plan::Split {
+                        leaf,
+                        level,
+                        cut_dim,
+                        cut_value,
+                    } => tree.insert_split(
+                        &mut self.store,
+                        path,
+                        leaf,
+                        level,
+                        cut_dim,
+                        cut_value,
+                        h,
+                        p,
+                    ),
+                };
+                if let Some(evicted) = acc.evict {
+                    tree.delete(&mut self.store, evicted, &mut s.path, &mut s.q);
+                }
+                tree.sampler.commit(step.t, acc, leaf, &mut tree.rng);
             }
-            tree.sampler.commit(step.t, acc, leaf, &mut tree.rng);
         }
         if let Some(h) = handle {
             self.store.release_if_unused(h);
+        }
+    }
+
+    /// Adds the trees' scores of `p` to `total` (in tree order) without learning.
+    fn score_only(
+        &self,
+        p: &[f32],
+        s: &mut Scratch,
+        mut attr: Option<&mut [f64]>,
+        total: &mut f64,
+    ) {
+        for trees in self.trees.chunks(LANES) {
+            s.lanes.descend(trees, p, |_| true);
+            for (k, tree) in trees.iter().enumerate() {
+                let (leaf, path) = (s.lanes.leaf(k), s.lanes.path(k));
+                let a = attr.as_deref_mut();
+                *total += tree
+                    .climb(&self.store, p, leaf, path, &mut s.climb, a, None)
+                    .0;
+            }
         }
     }
 }
@@ -221,23 +265,20 @@ impl Forest {
         Ok(())
     }
 
-    fn evaluate(&self, row: &[f64], attr: Option<&mut [f64]>) -> Result<f64, RcfError> {
+    fn evaluate(&self, row: &[f64], mut attr: Option<&mut [f64]>) -> Result<f64, RcfError> {
         self.check(row)?;
         let mut point = Vec::with_capacity(self.config.dimensions());
         let cand = self.shingle.candidate(row, &mut point);
         if !(cand.complete && self.is_ready()) {
             return Ok(0.0);
         }
-        let mut s = Scratch::new(self.config.dimensions());
         let mut total = 0.0;
-        let mut attr = attr;
-        for g in &self.groups {
-            for tree in &g.trees {
-                total += tree
-                    .walk(&g.store, &point, &mut s, attr.as_deref_mut(), None)
-                    .0;
+        SCRATCH.with_borrow_mut(|s| {
+            s.ensure(self.config.dimensions());
+            for g in &self.groups {
+                g.score_only(&point, s, attr.as_deref_mut(), &mut total);
             }
-        }
+        });
         Ok(self.finish(total, attr))
     }
 

@@ -14,8 +14,10 @@ pub(crate) struct PointStore {
     dims: usize,
     /// Slot `i` occupies `values[i * dims..(i + 1) * dims]`.
     values: Vec<f32>,
-    /// Number of tree leaves referencing each slot; 0 means free.
-    refs: Vec<u32>,
+    /// Number of tree leaves referencing each slot; 0 means free. A tree holds
+    /// a point in at most one leaf, so this never exceeds the tree count
+    /// (at most 10,000).
+    refs: Vec<u16>,
     /// Free slots, reused last-in first-out.
     free: Vec<u32>,
 }
@@ -88,7 +90,7 @@ impl PointStore {
 
     pub(crate) fn heap_bytes(&self) -> usize {
         self.values.capacity() * std::mem::size_of::<f32>()
-            + self.refs.capacity() * std::mem::size_of::<u32>()
+            + self.refs.capacity() * std::mem::size_of::<u16>()
             + self.free.capacity() * std::mem::size_of::<u32>()
     }
 
@@ -96,7 +98,11 @@ impl PointStore {
     /// restore and tests).
     pub(crate) fn check_refs(&self, expected: &[u32]) -> bool {
         expected.len() == self.refs.len()
-            && self.refs.iter().zip(expected).all(|(a, b)| a == b)
+            && self
+                .refs
+                .iter()
+                .zip(expected)
+                .all(|(&a, &b)| u32::from(a) == b)
             && self.free.iter().all(|&h| self.refs[h as usize] == 0)
     }
 

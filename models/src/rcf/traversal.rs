@@ -1,5 +1,6 @@
 //! The root-to-leaf-and-back walk that scores a point in one tree and, in the
-//! same pass, chooses where the point would be inserted.
+//! same pass, chooses where the point would be inserted. Descents run for
+//! `LANES` trees in lockstep (`Lanes`), the climbs then run tree by tree.
 //!
 //! Score (Guha et al. 2016, as normalised by AWS's random-cut-forest library):
 //! descend to the leaf the point falls into, then climb back. At the leaf the
@@ -18,28 +19,105 @@
 //! how far `p` sticks out of `B` on each side, so it sums to the score.
 
 use super::point_store::PointStore;
-use super::tree::{LEAF_BIT, NONE, Tree};
+use super::tree::{LEAF_BIT, NONE, Tree, gap_span, pos};
 use crate::rng::Xoshiro256PlusPlus;
+
+/// Trees descended together. Each descent is a chain of dependent loads; doing
+/// several trees' descents in lockstep keeps that many loads in flight, which
+/// hides most of the memory latency that dominates a walk.
+pub(super) const LANES: usize = 8;
+
+/// Paths of up to `LANES` trees descended together.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Lanes {
+    paths: [Vec<u16>; LANES],
+    /// The leaf each lane reached (`NONE` for an empty or skipped tree).
+    end: [u16; LANES],
+}
+
+impl Lanes {
+    #[inline]
+    pub(super) fn path(&self, k: usize) -> &[u16] {
+        &self.paths[k]
+    }
+
+    /// The leaf lane `k` reached, or `None` for an empty or skipped tree.
+    #[inline]
+    pub(super) fn leaf(&self, k: usize) -> Option<u16> {
+        (self.end[k] != NONE).then_some(self.end[k] & !LEAF_BIT)
+    }
+
+    /// Descends `p` in every tree of `trees` (at most `LANES`) for which `want`
+    /// holds, one level of every tree per round.
+    pub(super) fn descend(&mut self, trees: &[Tree], p: &[f32], want: impl Fn(usize) -> bool) {
+        debug_assert!(trees.len() <= LANES);
+        let mut cur = [NONE; LANES];
+        for (k, t) in trees.iter().enumerate() {
+            self.paths[k].clear();
+            if want(k) {
+                cur[k] = t.root;
+            }
+        }
+        loop {
+            let mut active = false;
+            for ((t, c), path) in trees.iter().zip(cur.iter_mut()).zip(self.paths.iter_mut()) {
+                let n = *c;
+                if n & LEAF_BIT != 0 {
+                    continue;
+                }
+                active = true;
+                path.push(n);
+                let node = &t.nodes[n as usize];
+                *c = if p[node.cut_dim as usize] <= node.cut_value {
+                    node.left
+                } else {
+                    node.right
+                };
+            }
+            if !active {
+                break;
+            }
+        }
+        self.end[..trees.len()].copy_from_slice(&cur[..trees.len()]);
+    }
+}
 
 /// Reusable buffers for walks, so scoring allocates nothing per tree.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Scratch {
+    pub(super) lanes: Lanes,
+    /// Path of a deletion's descent.
     pub(super) path: Vec<u16>,
-    pub(super) bmin: Vec<f32>,
-    pub(super) bmax: Vec<f32>,
+    pub(super) climb: Climb,
     pub(super) q: Vec<f32>,
+}
+
+/// Buffers of one climb.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Climb {
+    bmin: Vec<f32>,
+    bmax: Vec<f32>,
     /// One tree's attribution terms before normalisation.
-    pub(super) attr: Vec<f64>,
+    attr: Vec<f64>,
 }
 
 impl Scratch {
+    /// Sizes the buffers for points of `dims` coordinates.
+    pub(crate) fn ensure(&mut self, dims: usize) {
+        self.climb.bmin.resize(dims, 0.0);
+        self.climb.bmax.resize(dims, 0.0);
+    }
+
     pub(crate) fn new(dims: usize) -> Self {
         Self {
+            lanes: Lanes::default(),
             path: Vec::with_capacity(64),
-            bmin: vec![0.0; dims],
-            bmax: vec![0.0; dims],
+            climb: Climb {
+                bmin: vec![0.0; dims],
+                bmax: vec![0.0; dims],
+                attr: Vec::with_capacity(2 * dims),
+            },
             q: Vec::with_capacity(dims),
-            attr: Vec::with_capacity(2 * dims),
         }
     }
 }
@@ -127,28 +205,29 @@ fn cut_in_gap(p: f32, lo: f32, hi: f32, offset: f32) -> f32 {
 
 impl Tree {
     /// Scores `p` against this tree (normalised) and, given `rng`, plans its
-    /// insertion. `attr`, if given, receives `2 * dims` attribution terms (high
-    /// then low) that are *added* to, already normalised.
-    pub(super) fn walk(
+    /// insertion, climbing from `leaf` (`None` for an empty tree) reached
+    /// through `path`. `attr`, if given, receives `2 * dims` attribution terms
+    /// (high then low) that are *added* to, already normalised.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn climb(
         &self,
         store: &PointStore,
         p: &[f32],
-        s: &mut Scratch,
+        leaf: Option<u16>,
+        path: &[u16],
+        c: &mut Climb,
         attr: Option<&mut [f64]>,
         rng: Option<&mut Xoshiro256PlusPlus>,
     ) -> (f64, Plan) {
-        if self.root == NONE {
+        let Some(leaf) = leaf else {
             return (0.0, Plan::Empty);
-        }
+        };
         let dims = self.dims;
-        let Scratch {
-            path,
+        let Climb {
             bmin,
             bmax,
             attr: tree_attr,
-            ..
-        } = s;
-        let leaf = self.descend(p, path);
+        } = c;
         let depth = path.len();
         let norm = self.norm();
         let q = store.get(self.leaf_point[leaf as usize]);
@@ -222,12 +301,7 @@ impl Tree {
             };
             child_box = cached;
             child = n;
-            let mut gap = 0.0f32;
-            let mut span = 0.0f32;
-            for d in 0..dims {
-                gap += (p[d] - hi[d]).max(0.0) + (lo[d] - p[d]).max(0.0);
-                span += hi[d] - lo[d];
-            }
+            let (gap, span) = gap_span(p, lo, hi);
             if gap <= 0.0 {
                 break;
             }
@@ -238,8 +312,8 @@ impl Tree {
                 let keep = 1.0 - prob;
                 let inv = unseen / f64::from(gap + span);
                 for d in 0..dims {
-                    let up = f64::from((p[d] - hi[d]).max(0.0));
-                    let down = f64::from((lo[d] - p[d]).max(0.0));
+                    let up = f64::from(pos(p[d] - hi[d]));
+                    let down = f64::from(pos(lo[d] - p[d]));
                     tree_attr[d] = up * inv + keep * tree_attr[d];
                     tree_attr[dims + d] = down * inv + keep * tree_attr[dims + d];
                 }

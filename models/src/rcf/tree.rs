@@ -82,6 +82,9 @@ pub(crate) struct Tree {
     /// `log2(sample_size + 1)`, the score normaliser of a full tree (saves a
     /// `log2` per tree per score).
     full_norm: f64,
+    /// Scratch for recomputing a box (`dims` minima then maxima).
+    #[serde(skip)]
+    tmp: Vec<f32>,
 }
 
 impl Tree {
@@ -123,6 +126,7 @@ impl Tree {
             sampler: Sampler::new(sample_size, time_decay),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             full_norm: (sample_size as f64 + 1.0).log2(),
+            tmp: Vec::new(),
         }
     }
 
@@ -187,9 +191,9 @@ impl Tree {
             let q = store.get(self.leaf_point[(r & !LEAF_BIT) as usize]);
             extend(bmin, bmax, q);
         } else if let Some((lo, hi)) = self.cached_box(r) {
-            for d in 0..bmin.len() {
-                bmin[d] = bmin[d].min(lo[d]);
-                bmax[d] = bmax[d].max(hi[d]);
+            for ((a, b), (&l, &h)) in bmin.iter_mut().zip(bmax.iter_mut()).zip(lo.iter().zip(hi)) {
+                *a = fmin(*a, l);
+                *b = fmax(*b, h);
             }
         } else {
             let i = r as usize;
@@ -238,22 +242,31 @@ impl Tree {
                 if self.boxes.len() == self.boxes.capacity() {
                     // Grow in small steps: box memory is the knob this cache
                     // exists to control.
-                    self.boxes.reserve_exact(8 * 2 * dims);
+                    self.boxes.reserve_exact(2 * 2 * dims);
                 }
                 let s = self.boxes.len() / (2 * dims);
                 self.boxes.resize(self.boxes.len() + 2 * dims, 0.0);
                 s as u16
             }
         };
-        let mut bmin = vec![f32::INFINITY; dims];
-        let mut bmax = vec![f32::NEG_INFINITY; dims];
+        self.nodes[n as usize].box_slot = slot;
+        self.refresh_box(store, n);
+    }
+
+    /// Recomputes the cached box of node `n` from its children.
+    fn refresh_box(&mut self, store: &PointStore, n: u16) {
+        let dims = self.dims;
+        let mut tmp = std::mem::take(&mut self.tmp);
+        tmp.clear();
+        tmp.resize(dims, f32::INFINITY);
+        tmp.resize(2 * dims, f32::NEG_INFINITY);
         let i = n as usize;
-        self.union_box(store, self.nodes[i].left, &mut bmin, &mut bmax);
-        self.union_box(store, self.nodes[i].right, &mut bmin, &mut bmax);
-        let start = slot as usize * 2 * dims;
-        self.boxes[start..start + dims].copy_from_slice(&bmin);
-        self.boxes[start + dims..start + 2 * dims].copy_from_slice(&bmax);
-        self.nodes[i].box_slot = slot;
+        let (bmin, bmax) = tmp.split_at_mut(dims);
+        self.union_box(store, self.nodes[i].left, bmin, bmax);
+        self.union_box(store, self.nodes[i].right, bmin, bmax);
+        let start = self.nodes[i].box_slot as usize * 2 * dims;
+        self.boxes[start..start + 2 * dims].copy_from_slice(&tmp);
+        self.tmp = tmp;
     }
 
     fn drop_box(&mut self, n: u16) {
@@ -407,24 +420,18 @@ impl Tree {
         self.free_node(parent);
         // Boxes above can only shrink, and only where `q` was on their boundary;
         // a box `q` does not touch proves no higher box touches it either.
-        let dims = self.dims;
-        let mut bmin = vec![0.0f32; dims];
-        let mut bmax = vec![0.0f32; dims];
         for &n in path[..depth - 1].iter().rev() {
             let Some((lo, hi)) = self.cached_box(n) else {
                 continue;
             };
-            if !(0..dims).any(|d| q[d] == lo[d] || q[d] == hi[d]) {
+            let touches = q
+                .iter()
+                .zip(lo.iter().zip(hi))
+                .any(|(x, (l, h))| x == l || x == h);
+            if !touches {
                 break;
             }
-            bmin.fill(f32::INFINITY);
-            bmax.fill(f32::NEG_INFINITY);
-            let i = n as usize;
-            self.union_box(store, self.nodes[i].left, &mut bmin, &mut bmax);
-            self.union_box(store, self.nodes[i].right, &mut bmin, &mut bmax);
-            let start = self.nodes[i].box_slot as usize * 2 * dims;
-            self.boxes[start..start + dims].copy_from_slice(&bmin);
-            self.boxes[start + dims..start + 2 * dims].copy_from_slice(&bmax);
+            self.refresh_box(store, n);
         }
     }
 
@@ -434,6 +441,7 @@ impl Tree {
             + self.leaf_mass.capacity() * 2
             + self.boxes.capacity() * 4
             + self.free_boxes.capacity() * 2
+            + self.tmp.capacity() * 4
             + self.sampler.heap_bytes()
     }
 
@@ -457,8 +465,63 @@ impl Tree {
 
 #[inline]
 pub(super) fn extend(bmin: &mut [f32], bmax: &mut [f32], q: &[f32]) {
-    for d in 0..q.len() {
-        bmin[d] = bmin[d].min(q[d]);
-        bmax[d] = bmax[d].max(q[d]);
+    for ((a, b), &x) in bmin.iter_mut().zip(bmax.iter_mut()).zip(q) {
+        *a = fmin(*a, x);
+        *b = fmax(*b, x);
     }
+}
+
+// Plain comparisons instead of `f32::min`/`max`, whose NaN handling costs
+// several instructions per coordinate: every stored coordinate is finite.
+
+#[inline(always)]
+pub(super) fn fmin(a: f32, b: f32) -> f32 {
+    if b < a { b } else { a }
+}
+
+#[inline(always)]
+pub(super) fn fmax(a: f32, b: f32) -> f32 {
+    if b > a { b } else { a }
+}
+
+/// Sum over coordinates of how far `p` lies outside `[lo, hi]`, and the sum
+/// of the box's side lengths, with eight partial sums so the loop vectorises.
+#[inline]
+pub(super) fn gap_span(p: &[f32], lo: &[f32], hi: &[f32]) -> (f32, f32) {
+    const W: usize = 8;
+    let n = p.len();
+    let (lo, hi) = (&lo[..n], &hi[..n]);
+    let split = n - n % W;
+    let (pc, pr) = p.split_at(split);
+    let (lc, lr) = lo.split_at(split);
+    let (hc, hr) = hi.split_at(split);
+    let mut g = [0.0f32; W];
+    let mut s = [0.0f32; W];
+    for ((pc, lc), hc) in pc
+        .chunks_exact(W)
+        .zip(lc.chunks_exact(W))
+        .zip(hc.chunks_exact(W))
+    {
+        let (pc, lc, hc) = (&pc[..W], &lc[..W], &hc[..W]);
+        for k in 0..W {
+            g[k] += pos(pc[k] - hc[k]) + pos(lc[k] - pc[k]);
+            s[k] += hc[k] - lc[k];
+        }
+    }
+    let (mut gap, mut span) = (0.0f32, 0.0f32);
+    for k in 0..W {
+        gap += g[k];
+        span += s[k];
+    }
+    for ((&x, &l), &h) in pr.iter().zip(lr).zip(hr) {
+        gap += pos(x - h) + pos(l - x);
+        span += h - l;
+    }
+    (gap, span)
+}
+
+/// `max(x, 0)` for finite `x`.
+#[inline(always)]
+pub(super) fn pos(x: f32) -> f32 {
+    if x > 0.0 { x } else { 0.0 }
 }
