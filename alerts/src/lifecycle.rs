@@ -262,12 +262,12 @@ impl AlertState {
         if self.derived {
             return step;
         }
-        let stale = now - self.last_seen >= rule.stale_after_ms;
+        let stale = now.saturating_sub(self.last_seen) >= rule.stale_after_ms;
         match self.phase {
             Phase::Resolved { .. } => {}
             _ if stale => self.deactivate(now, ResolveCause::Stale, &mut step),
             Phase::Pending { since } => {
-                if self.holding && now - since >= rule.for_ms {
+                if self.holding && now.saturating_sub(since) >= rule.for_ms {
                     self.fire(rule, now, &mut step);
                 }
             }
@@ -275,7 +275,7 @@ impl AlertState {
                 clear_since: Some(c),
                 ..
             } => {
-                if now - c >= self.resolve_hold(rule) {
+                if now.saturating_sub(c) >= self.resolve_hold(rule) {
                     self.deactivate(now, ResolveCause::Cleared, &mut step);
                 }
             }
@@ -295,7 +295,7 @@ impl AlertState {
 
     /// Whether a resolved state can be forgotten (its flap history expired).
     pub fn forgettable(&self, rule: &Rule, now: i64) -> bool {
-        matches!(self.phase, Phase::Resolved { at } if now - at >= rule.flap_window_ms)
+        matches!(self.phase, Phase::Resolved { at } if now.saturating_sub(at) >= rule.flap_window_ms)
     }
 }
 

@@ -16,6 +16,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod export;
 pub mod metrics;
 pub mod pipeline;
 pub mod progress;

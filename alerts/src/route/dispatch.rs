@@ -161,7 +161,7 @@ impl Dispatcher {
                 });
             } else if g.pending.is_empty()
                 && !g.firing.is_empty()
-                && now_ms - g.last_notify >= repeat
+                && now_ms.saturating_sub(g.last_notify) >= repeat
             {
                 g.last_notify = now_ms;
                 out.push(Notification {

@@ -133,3 +133,91 @@ async fn fleet_health_ready_and_metrics() {
     assert_eq!(st, StatusCode::OK);
     assert!(body["paths"]["/v1/gpus/{uuid}"].is_object());
 }
+
+async fn send(
+    state: State,
+    method: &str,
+    uri: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let resp = app(state)
+        .oneshot(req.body(Body::from(body.to_string())).expect("request"))
+        .await
+        .expect("response");
+    let status = resp.status();
+    let bytes = to_bytes(resp.into_body(), 1 << 20).await.expect("body");
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn changes_need_the_token_and_labels_reach_the_store() {
+    let label = r#"{"gpu":"GPU-1","ts":"2026-11-30T04:12:00Z","kind":"hbm_ecc"}"#;
+    // No token configured: changes refused, reads fine.
+    let (status, body) = send(SharedState::new(), "POST", "/v1/labels", Some("x"), label).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, _) = send(SharedState::new(), "GET", "/v1/silences", None, "").await;
+    assert_eq!(status, StatusCode::OK);
+
+    let file = std::env::temp_dir().join(format!("fw-labels-{}.csv", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let st = SharedState::with_admin(crate::state::Admin {
+        token: Some("s3cret".into()),
+        labels_file: Some(file.clone()),
+    });
+    let (status, _) = send(st.clone(), "POST", "/v1/labels", None, label).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = send(st.clone(), "POST", "/v1/labels", Some("s3cre"), label).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = send(
+        st.clone(),
+        "POST",
+        "/v1/labels",
+        Some("s3cret"),
+        r#"[{"gpu":"GPU-1","ts":"2026-11-30T04:12:00Z","kind":"hbm_ecc"},{"gpu":"GPU-2","ts":1764460000000,"kind":"false_alarm","comment":"INC-1"}]"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let text = std::fs::read_to_string(&file).expect("label store");
+    assert!(text.starts_with("gpu,ts,kind\n"), "{text}");
+    assert!(
+        text.contains("GPU-1,2026-11-30T04:12:00Z,hbm_ecc\n"),
+        "{text}"
+    );
+    assert!(text.contains(",false_alarm\n"), "{text}");
+    let (status, body) = send(
+        st.clone(),
+        "POST",
+        "/v1/labels",
+        Some("s3cret"),
+        r#"{"gpu":"GPU-1","kind":"bad kind"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"].as_str().unwrap_or("").contains("kind"),
+        "{body}"
+    );
+    // A silence body is validated before the pipeline is asked.
+    let (status, body) = send(
+        st.clone(),
+        "POST",
+        "/v1/silences",
+        Some("s3cret"),
+        r#"{"matchers":[]}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    // A good one needs the running pipeline.
+    let good = r#"{"matchers":[{"name":"rack","value":"r07","isRegex":false}],"startsAt":"2026-11-30T00:00:00Z","endsAt":"2026-11-30T04:00:00Z","createdBy":"alice","comment":"CHG-1 CDU swap"}"#;
+    let (status, _) = send(st, "POST", "/v1/silences", Some("s3cret"), good).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let _ = std::fs::remove_file(&file);
+}

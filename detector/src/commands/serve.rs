@@ -60,9 +60,12 @@ impl AlertSink for RouterSink {
             tracing::info!(status = ?e.status, severity = ?e.severity, kind = %e.kind, dedup_key = %e.dedup_key, "{}", e.summary);
         }
         self.router.push(events);
-        self.router
-            .flush(now_ms)
-            .context("writing notifications to the outbox")?;
+        if now_ms != i64::MIN {
+            // No event time yet (a partition not heard from): timers wait.
+            self.router
+                .flush(now_ms)
+                .context("writing notifications to the outbox")?;
+        }
         Ok(())
     }
 }
@@ -135,7 +138,11 @@ struct Start {
     resume: Offsets,
 }
 
-fn restore_or_new(cfg: &Config, sys: &AlertSystem, model: Option<Arc<FailureModel>>) -> anyhow::Result<Start> {
+fn restore_or_new(
+    cfg: &Config,
+    sys: &AlertSystem,
+    model: Option<Arc<FailureModel>>,
+) -> anyhow::Result<Start> {
     let pcfg = PipelineConfig {
         shards: cfg.shards,
         features: cfg.features.clone(),
@@ -215,7 +222,7 @@ async fn serve(cfg: Config, model: Option<Arc<FailureModel>>) -> anyhow::Result<
     let start = restore_or_new(&cfg, &sys, model)?;
     let resume = start.resume;
     state.set_silences(start.stage.engine.silences().to_vec());
-    let mut pipeline = Pipeline::start(
+    let mut pipeline = Pipeline::start_with(
         start.shards,
         start.stage,
         Box::new(RouterSink {
@@ -223,6 +230,7 @@ async fn serve(cfg: Config, model: Option<Arc<FailureModel>>) -> anyhow::Result<
         }),
         state.clone(),
         start.store,
+        cfg.export.as_ref(),
     )?;
     let _ = state.pipeline.set(pipeline.handle());
 

@@ -37,6 +37,25 @@ pub struct RawConfig {
     /// Periodic state snapshots for restarts.
     #[serde(default)]
     pub checkpoint: RawCheckpoint,
+    /// Parquet exports of features, scores and alerts (training input).
+    #[serde(default)]
+    pub export: RawExport,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExport {
+    /// Write exports. Default true for `serve`.
+    pub enabled: Option<bool>,
+    /// Root directory. Default `forewarn-export`.
+    pub dir: Option<PathBuf>,
+    /// Also write feature rows (most of the bytes). Default true.
+    pub features: Option<bool>,
+    /// Keep every Nth feature row per GPU. Default 1.
+    pub feature_sample_every: Option<u32>,
+    /// Writer id prefix, unique per process and stable across restarts.
+    /// Default `forewarn`.
+    pub instance: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -136,6 +155,8 @@ pub struct Config {
     /// Checkpoint directory (none: no checkpoints).
     pub checkpoint_dir: Option<PathBuf>,
     pub checkpoint_every: Duration,
+    /// Parquet exports (none: disabled).
+    pub export: Option<crate::export::ExportSettings>,
 }
 
 /// A config problem, naming the key.
@@ -277,7 +298,33 @@ impl RawConfig {
             (None, SourceKind::Kafka(_)) => Some(PathBuf::from("forewarn-checkpoints")),
             (None, _) => None,
         };
+        let x = &self.export;
+        let every = x.feature_sample_every.unwrap_or(1);
+        let Some(feature_sample_every) = std::num::NonZeroU32::new(every) else {
+            return Err(err("export.feature_sample_every", "must be at least 1"));
+        };
+        let instance = x.instance.clone().unwrap_or_else(|| "forewarn".into());
+        if instance.is_empty()
+            || !instance
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(err("export.instance", "must be [A-Za-z0-9_-]+"));
+        }
+        let export = x
+            .enabled
+            .unwrap_or(true)
+            .then(|| crate::export::ExportSettings {
+                dir: x
+                    .dir
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("forewarn-export")),
+                features: x.features.unwrap_or(true),
+                feature_sample_every,
+                instance,
+            });
         Ok(Config {
+            export,
             checkpoint_dir,
             checkpoint_every: Duration::from_secs_f64(checkpoint_every),
             source,

@@ -29,6 +29,8 @@ pub struct AlertStage {
     /// Event time every input partition has reached (Kafka), if some
     /// partition is behind: timers run on it, not on the newest sample.
     horizon_ms: Option<i64>,
+    /// min(horizon, watermark), never moving back.
+    clock_ms: i64,
 }
 
 impl AlertStage {
@@ -39,6 +41,7 @@ impl AlertStage {
             last_tick_ms: i64::MIN,
             watermark_ms: i64::MIN,
             horizon_ms: None,
+            clock_ms: i64::MIN,
         }
     }
 
@@ -67,15 +70,21 @@ impl AlertStage {
             last_tick_ms: snap.last_tick_ms,
             watermark_ms: snap.watermark_ms,
             horizon_ms: None,
+            clock_ms: snap.watermark_ms,
         })
     }
 
     /// Newest event time seen.
     pub fn watermark_ms(&self) -> i64 {
-        match self.horizon_ms {
+        self.clock_ms
+    }
+
+    fn advance_clock(&mut self) {
+        let c = match self.horizon_ms {
             Some(h) => h.min(self.watermark_ms),
             None => self.watermark_ms,
-        }
+        };
+        self.clock_ms = self.clock_ms.max(c);
     }
 
     /// Sets the event time every input partition has reached (`None`: one
@@ -84,11 +93,13 @@ impl AlertStage {
     /// by another partition's clock.
     pub fn set_horizon(&mut self, horizon_ms: Option<i64>) {
         self.horizon_ms = horizon_ms;
+        self.advance_clock();
     }
 
     /// Feeds one assessment; state changes are appended to `out`.
     pub fn observe(&mut self, a: &Assessment, out: &mut Vec<AlertEvent>) {
         self.watermark_ms = self.watermark_ms.max(a.ts_ms);
+        self.advance_clock();
         let bits = self.watched.get(&a.gpu).copied().unwrap_or(0);
         let mut now_bits = 0u8;
         // Built once, and only when some kind of this GPU is observed.

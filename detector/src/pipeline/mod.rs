@@ -110,6 +110,9 @@ pub(crate) enum ShardMsg {
     /// A command for the alert thread; shard 0 carries it on, in order
     /// with the data.
     Control(Option<Box<ControlRequest>>),
+    /// End of input (handles may still hold senders, so closing the
+    /// channel is not enough).
+    Stop,
 }
 
 /// Commands the REST API sends to the alert stage.
@@ -190,6 +193,7 @@ pub struct Pipeline {
 
 /// Everything the alert thread owns.
 struct AlertThread {
+    export: Option<crate::export::AlertExports>,
     stage: AlertStage,
     sink: Box<dyn AlertSink>,
     state: State,
@@ -209,6 +213,26 @@ impl Pipeline {
         state: State,
         store: Option<CheckpointStore>,
     ) -> anyhow::Result<Self> {
+        Self::start_with(shards, stage, sink, state, store, None)
+    }
+
+    /// As [`Pipeline::start`], exporting features, scores and alert events
+    /// to Parquet under `export`.
+    pub fn start_with(
+        mut shards: Vec<Shard>,
+        stage: AlertStage,
+        sink: Box<dyn AlertSink>,
+        state: State,
+        store: Option<CheckpointStore>,
+        export: Option<&crate::export::ExportSettings>,
+    ) -> anyhow::Result<Self> {
+        let mut alert_export = None;
+        if let Some(x) = export {
+            for s in &mut shards {
+                s.set_export(Some(crate::export::ShardExports::open(x, s.id)?));
+            }
+            alert_export = Some(crate::export::AlertExports::open(x)?);
+        }
         anyhow::ensure!(!shards.is_empty(), "a pipeline needs at least one shard");
         let n = shards.len();
         let mut inputs = Vec::with_capacity(n);
@@ -240,6 +264,7 @@ impl Pipeline {
                                 out.is_control = true;
                                 out.control = req;
                             }
+                            ShardMsg::Stop => break,
                         }
                         if otx.send(out).is_err() {
                             break;
@@ -254,6 +279,7 @@ impl Pipeline {
         }
         let inflight = Arc::new(AtomicUsize::new(0));
         let thread = AlertThread {
+            export: alert_export,
             stage,
             sink,
             state,
@@ -327,6 +353,9 @@ impl Pipeline {
 
     /// Ends input, waits for every stage, returns what they did.
     pub fn finish(self) -> anyhow::Result<(Summary, Vec<Shard>)> {
+        for tx in &self.inputs {
+            let _ = tx.send(ShardMsg::Stop);
+        }
         drop(self.inputs);
         let mut shards = Vec::new();
         for h in self.shards {
@@ -453,6 +482,9 @@ impl AlertThread {
         }
         self.state.publish(&out.assessments);
         self.state.record_alerts(events);
+        if let Some(x) = &mut self.export {
+            x.events(events);
+        }
         summary.alert_events += events.len() as u64;
         // Called with no events too: routing timers (group_wait,
         // repeat_interval) run on event time.
@@ -494,5 +526,80 @@ impl AlertThread {
             .checkpoint_written(bytes, t.elapsed().as_secs_f64());
         tracing::debug!(seq, bytes, "checkpoint written");
         Ok(Written { seq, offsets })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Null;
+    impl AlertSink for Null {
+        fn deliver(&mut self, _: &[AlertEvent], _: i64) -> anyhow::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn silences_reach_the_engine_in_order_and_a_checkpoint_restores_them() {
+        let cfg = crate::config::RawConfig::default()
+            .validate()
+            .expect("defaults");
+        let pcfg = PipelineConfig {
+            shards: 2,
+            features: cfg.features.clone(),
+            seed: 1,
+            failure_model: None,
+        };
+        let dir = std::env::temp_dir().join(format!("fw-pipe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let state = crate::state::SharedState::new();
+        let stage = AlertStage::new(alerts::AlertEngine::new(cfg.alerts.engine.clone()));
+        let p = Pipeline::start(
+            pcfg.new_shards().expect("shards"),
+            stage,
+            Box::new(Null),
+            state.clone(),
+            Some(CheckpointStore::open(&dir).expect("store")),
+        )
+        .expect("start");
+        let h = p.handle();
+        let body = r#"{"matchers":[{"name":"rack","value":"r07","isRegex":false}],"startsAt":"2026-11-30T00:00:00Z","endsAt":"2026-11-30T04:00:00Z","createdBy":"alice","comment":"CDU swap"}"#;
+        let s = alerts::Silence::from_json(body, "api-1".into()).expect("silence");
+        let v = h
+            .control(Command::AddSilence(s))
+            .expect("sent")
+            .expect("added");
+        assert_eq!(v["id"], "api-1");
+        assert!(
+            state
+                .silences
+                .read()
+                .expect("lock")
+                .iter()
+                .any(|s| s.id == "api-1")
+        );
+        let e = h
+            .control(Command::ExpireSilence("nope".into()))
+            .expect("sent")
+            .expect_err("unknown id");
+        assert!(e.contains("nope"));
+        let mut offsets = Offsets::new();
+        offsets.insert(("t".into(), 0), 7);
+        let w = h.checkpoint_now(offsets).expect("checkpoint");
+        assert_eq!(w.offsets.get(&("t".to_string(), 0)), Some(&7));
+        p.finish().expect("finish");
+        let ckpt = CheckpointStore::open(&dir)
+            .expect("store")
+            .latest()
+            .expect("read")
+            .expect("one");
+        assert_eq!(ckpt.shards.len(), 2);
+        let stage = AlertStage::restore(cfg.alerts.engine.clone(), &ckpt.stage).expect("restore");
+        assert!(stage.engine.silences().iter().any(|s| s.id == "api-1"));
+        for b in &ckpt.shards {
+            Shard::restore(b).expect("shard restores");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -83,6 +83,9 @@ pub struct Shard {
     events: Vec<FeatureEvent>,
     #[serde(skip)]
     rows: Vec<FeatureRow>,
+    /// Parquet writers (not state: reopened after a restore).
+    #[serde(skip)]
+    export: Option<crate::export::ShardExports>,
 }
 
 impl Shard {
@@ -99,6 +102,7 @@ impl Shard {
             predict: Predictor::new(None),
             events: Vec::new(),
             rows: Vec::new(),
+            export: None,
         })
     }
 
@@ -171,8 +175,21 @@ impl Shard {
                 let a = self.assess(row, hard_xid);
                 out.assessments.push(a);
             }
+            if let Some(x) = &mut self.export {
+                x.rows(&rows);
+            }
             self.rows = rows;
         }
+        if let Some(x) = &mut self.export {
+            for a in &out.assessments {
+                x.assessment(a);
+            }
+        }
+    }
+
+    /// Writes this shard's feature rows and scores to Parquet from now on.
+    pub fn set_export(&mut self, export: Option<crate::export::ShardExports>) {
+        self.export = export;
     }
 
     fn on_event(&mut self, ev: FeatureEvent, hard_xid: &mut Option<u32>, out: &mut ShardOutput) {

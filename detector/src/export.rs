@@ -1,0 +1,139 @@
+//! The service's Parquet exports (`datasets::export`): each shard writes its
+//! feature rows and risk scores, the alert thread its alert events, to
+//! `<dir>/<table>/date=…/hour=…/part-….parquet`, rolled atomically by event
+//! hour. These files are what `forewarn train` reads. A write error is
+//! logged and counted; it never stops scoring.
+
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use alerts::AlertEvent;
+use datasets::export::{
+    AlertRow, AlertTable, ExportConfig, FeatureTable, PartitionedWriter, ScoreRow, ScoreTable,
+};
+use features::FeatureRow;
+
+use crate::assess::{Assessment, Kind};
+
+/// Export settings (validated config).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportSettings {
+    pub dir: PathBuf,
+    /// Write feature rows (the bulk of the bytes).
+    pub features: bool,
+    /// Keep every Nth feature row per GPU.
+    pub feature_sample_every: NonZeroU32,
+    /// Writer ids must be unique per process and stable across restarts.
+    pub instance: String,
+}
+
+/// One shard's writers.
+pub struct ShardExports {
+    features: Option<PartitionedWriter<FeatureTable>>,
+    scores: PartitionedWriter<ScoreTable>,
+    model_version: Arc<str>,
+    errors: u64,
+}
+
+impl std::fmt::Debug for ShardExports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardExports")
+            .field("errors", &self.errors)
+            .finish()
+    }
+}
+
+impl ShardExports {
+    pub fn open(s: &ExportSettings, shard: usize) -> anyhow::Result<Self> {
+        let id = format!("{}-shard{shard}", s.instance);
+        let features = if s.features {
+            let mut cfg = ExportConfig::new(&s.dir, id.clone());
+            cfg.sample_every = s.feature_sample_every;
+            Some(PartitionedWriter::new(FeatureTable::new(), cfg)?)
+        } else {
+            None
+        };
+        let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        let scores =
+            PartitionedWriter::new(ScoreTable::new(&names)?, ExportConfig::new(&s.dir, id))?;
+        Ok(ShardExports {
+            features,
+            scores,
+            model_version: crate::api::MODEL_VERSION.into(),
+            errors: 0,
+        })
+    }
+
+    fn note(&mut self, r: Result<(), datasets::export::ExportError>) {
+        if let Err(e) = r {
+            self.errors += 1;
+            if self.errors.is_power_of_two() {
+                tracing::warn!(error = %e, errors = self.errors, "Parquet export failed");
+            }
+        }
+    }
+
+    pub fn rows(&mut self, rows: &[FeatureRow]) {
+        if let Some(w) = &mut self.features {
+            let r = w.push_all(rows);
+            self.note(r);
+        }
+    }
+
+    pub fn assessment(&mut self, a: &Assessment) {
+        let row = ScoreRow {
+            ts_ms: a.ts_ms,
+            gpu: a.gpu.clone(),
+            host: a.topo.host.clone(),
+            rack: a.topo.rack.clone(),
+            cluster: a.topo.cluster.clone(),
+            job: a.topo.job.clone(),
+            risk: a.risk as f32,
+            state: a.state.as_str().into(),
+            kind: (a.risk > 0.0).then(|| a.kind.as_str().into()),
+            components: a.components.to_vec(),
+            reasons: a
+                .reasons
+                .iter()
+                .map(|r| r.detail.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+            eta_hours: a.eta_hours.map(|e| e as f32),
+            model_version: self.model_version.clone(),
+        };
+        let r = self.scores.push(&row);
+        self.note(r);
+    }
+}
+
+/// The alert thread's writer.
+pub struct AlertExports {
+    writer: PartitionedWriter<AlertTable>,
+    errors: u64,
+}
+
+impl AlertExports {
+    pub fn open(s: &ExportSettings) -> anyhow::Result<Self> {
+        let cfg = ExportConfig::new(&s.dir, format!("{}-alerts", s.instance));
+        Ok(AlertExports {
+            writer: PartitionedWriter::new(AlertTable::new(), cfg)?,
+            errors: 0,
+        })
+    }
+
+    pub fn events(&mut self, events: &[AlertEvent]) {
+        for e in events {
+            let r = serde_json::to_string(e)
+                .map_err(|e| e.to_string())
+                .and_then(|j| AlertRow::from_json(&j).map_err(|e| e.to_string()))
+                .and_then(|row| self.writer.push(&row).map_err(|e| e.to_string()));
+            if let Err(e) = r {
+                self.errors += 1;
+                if self.errors.is_power_of_two() {
+                    tracing::warn!(error = %e, errors = self.errors, "alert export failed");
+                }
+            }
+        }
+    }
+}

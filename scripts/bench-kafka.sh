@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Throughput and latency through a real broker (BENCHMARKS.md, issue 7):
+# a simulated fleet is replayed into tansu at a paced rate while
+# `forewarn serve` consumes it; prints the sustained ingest rate, the
+# largest lag seen and the broker-to-decision latency histogram.
+#
+#   scripts/bench-kafka.sh [GPUS] [HOURS] [SPEED]
+#
+# SPEED is event time per wall second: 1,000 GPUs at 30 s intervals are
+# 33.3 samples/s per unit, so SPEED 900 offers ~30,000 samples/s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GPUS="${1:-1000}"; HOURS="${2:-2}"; SPEED="${3:-900}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/forewarn/target}"
+cargo build --release -q -p detector
+F="$CARGO_TARGET_DIR/release/forewarn"
+W="$(mktemp -d /tmp/fw-bench-kafka.XXXXXX)"
+PORT=$((20000 + RANDOM % 20000)); API=$((PORT + 1))
+trap 'kill $SVC 2>/dev/null || true; scripts/broker.sh stop "$W/broker" || true' EXIT
+scripts/broker.sh start "$PORT" "$W/broker" >/dev/null
+"$(scripts/broker.sh path)" topic create telemetry --partitions 4 --broker "tcp://127.0.0.1:$PORT" >/dev/null
+"$F" simulate --gpus "$GPUS" --hours "$HOURS" --seed 1 --format jsonl --out "$W/sim" 2>&1 | tail -1
+TOTAL=$(wc -l <"$W/sim/telemetry.jsonl")
+cat >"$W/forewarn.toml" <<TOML
+[source]
+type = "kafka"
+brokers = "127.0.0.1:$PORT"
+topics = ["telemetry"]
+[checkpoint]
+dir = "$W/ckpt"
+interval_s = 10
+[export]
+dir = "$W/export"
+[api]
+listen = "127.0.0.1:$API"
+TOML
+(cd "$W" && FOREWARN_LOG=warn "$F" serve --config forewarn.toml 2>"$W/serve.log") & SVC=$!
+until curl -sf "127.0.0.1:$API/healthz" >/dev/null; do sleep 0.2; done
+start=$(date +%s.%N)
+"$F" replay --input "$W/sim/telemetry.jsonl" --brokers "127.0.0.1:$PORT" --speed "$SPEED" 2>&1 | tail -1 &
+REPLAY=$!
+maxlag=0
+while :; do
+  m=$(curl -sf "127.0.0.1:$API/metrics")
+  n=$(echo "$m" | awk '/^forewarn_samples_ingested_total /{print $2}')
+  lag=$(echo "$m" | awk '/^forewarn_consumer_lag\{/{s+=$2} END{print s+0}')
+  [ "$lag" -gt "$maxlag" ] && maxlag=$lag
+  if [ "${n%.*}" -ge "$TOTAL" ]; then break; fi
+  sleep 0.5
+done
+end=$(date +%s.%N)
+wait $REPLAY
+secs=$(echo "$end - $start" | bc -l)
+echo "consumed $TOTAL samples in ${secs}s: $(echo "$TOTAL / $secs" | bc) samples/s; max lag seen $maxlag messages"
+curl -sf "127.0.0.1:$API/metrics" | grep -E "forewarn_broker_to_decision_seconds_(bucket|count)"
+ps -o rss=,cputime= -p $SVC | awk '{print "serve RSS " $1/1024 " MB, CPU " $2}'
