@@ -75,7 +75,9 @@ impl AlertStage {
     }
 
     /// Newest event time seen.
-    pub fn watermark_ms(&self) -> i64 {
+    /// Event time the stage's timers run on: min(horizon, newest sample),
+    /// never moving back.
+    pub fn clock_ms(&self) -> i64 {
         self.clock_ms
     }
 
@@ -156,7 +158,7 @@ impl AlertStage {
         } else if keep != bits {
             self.watched.insert(a.gpu.clone(), keep);
         }
-        let clock = self.watermark_ms();
+        let clock = self.clock_ms();
         if clock != i64::MIN
             && (self.last_tick_ms == i64::MIN || clock - self.last_tick_ms >= TICK_EVERY_MS)
         {

@@ -425,7 +425,7 @@ impl AlertThread {
         }
         // End of input: let timers run out to the watermark.
         self.stage.set_horizon(None);
-        let now = self.stage.watermark_ms();
+        let now = self.stage.clock_ms();
         if now != i64::MIN {
             self.stage.tick(now, &mut events);
             self.state.record_alerts(&events);
@@ -437,7 +437,7 @@ impl AlertThread {
     }
 
     fn command(&mut self, command: Command) -> Result<serde_json::Value, String> {
-        let watermark = self.stage.watermark_ms();
+        let watermark = self.stage.clock_ms();
         let engine = &mut self.stage.engine;
         let answer = match command {
             Command::AddSilence(silence) => {
@@ -488,7 +488,7 @@ impl AlertThread {
         summary.alert_events += events.len() as u64;
         // Called with no events too: routing timers (group_wait,
         // repeat_interval) run on event time.
-        self.sink.deliver(events, self.stage.watermark_ms())?;
+        self.sink.deliver(events, self.stage.clock_ms())?;
         events.clear();
         if let Some(origin) = out.origin_ms
             && !out.assessments.is_empty()
@@ -513,7 +513,7 @@ impl AlertThread {
         let ckpt = Checkpoint {
             seq: store.next_seq(),
             created_ms: crate::checkpoint::wall_ms(),
-            watermark_ms: self.stage.watermark_ms(),
+            watermark_ms: self.stage.clock_ms(),
             offsets: offsets.clone(),
             shards,
             stage: self.stage.snapshot()?,
