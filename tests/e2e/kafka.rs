@@ -66,23 +66,35 @@ initial_backoff = "100ms"
     s
 }
 
-fn serve(dir: &Path, pd: u16) -> Child {
-    Command::new(forewarn_bin())
-        .args(["serve", "--config", "forewarn.toml"])
-        .current_dir(dir)
-        .env("FW_E2E_PD_KEY", "e2e-routing-key")
-        .env("FW_E2E_SLACK_URL", format!("http://127.0.0.1:{pd}/slack"))
-        .env("FOREWARN_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(dir.join("serve.log"))
-                .expect("serve log"),
-        )
-        .spawn()
-        .expect("spawn forewarn serve")
+/// Kills the service when the test ends, passed or panicked.
+struct Service(Child);
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(dir: &Path, pd: u16) -> Service {
+    Service(
+        Command::new(forewarn_bin())
+            .args(["serve", "--config", "forewarn.toml"])
+            .current_dir(dir)
+            .env("FW_E2E_PD_KEY", "e2e-routing-key")
+            .env("FW_E2E_SLACK_URL", format!("http://127.0.0.1:{pd}/slack"))
+            .env("FOREWARN_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join("serve.log"))
+                    .expect("serve log"),
+            )
+            .spawn()
+            .expect("spawn forewarn serve"),
+    )
 }
 
 fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
@@ -222,10 +234,10 @@ listen = "127.0.0.1:{api}"
                 && metric(&m, "forewarn_samples_ingested_total") > 40_000.0
         })
     });
-    svc.kill().expect("kill -9");
-    svc.wait().expect("reap");
+    svc.0.kill().expect("kill -9");
+    svc.0.wait().expect("reap");
     let before_restart = pd.bodies("/v2/enqueue").len();
-    let mut svc = serve(&dir, pd.port);
+    let svc = serve(&dir, pd.port);
     assert!(replay.wait().expect("replay").success(), "replay failed");
     let total = std::fs::read_to_string(dir.join("sim/telemetry.jsonl"))
         .expect("telemetry")
@@ -252,8 +264,7 @@ listen = "127.0.0.1:{api}"
     let ranked: Value =
         serde_json::from_str(&http_get(api, "/v1/gpus?sort=risk&limit=20").expect("gpus"))
             .expect("json");
-    svc.kill().ok();
-    svc.wait().ok();
+    drop(svc);
     eprintln!(
         "{total} samples; {} PagerDuty events ({before_restart} before the kill); incidents {got:?}; expected {expected:?}",
         events.len()
