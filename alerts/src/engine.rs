@@ -206,12 +206,7 @@ impl AlertEngine {
             self.event_of(id, Status::Firing, ts)
         };
         let Some(st) = self.state_mut(id) else { return };
-        st.severity = obs.severity;
-        st.summary.clear();
-        st.summary.push_str(obs.summary);
-        st.reasons.clear();
-        st.reasons.extend_from_slice(obs.reasons);
-        st.eta_hours = obs.eta_hours;
+        copy_evidence(st, obs);
         let ev = st.event(Status::Firing, ts, &id.0, id.1, &id.2);
         if let Some(old) = before {
             self.inhibitor.source_changed(&old, -1);
@@ -439,6 +434,11 @@ fn refresh(st: &mut AlertState, obs: &Observation<'_>) {
         // delivered with, so the resolve matches the page; only the value moves.
         return;
     }
+    copy_evidence(st, obs);
+}
+
+/// Severity, summary, reasons and forecast of `obs`, into `st`.
+fn copy_evidence(st: &mut AlertState, obs: &Observation<'_>) {
     st.severity = obs.severity;
     st.summary.clear();
     st.summary.push_str(obs.summary);

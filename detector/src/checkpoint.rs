@@ -31,6 +31,19 @@ pub const VERSION: u32 = 1;
 /// Next offset to read per (topic, partition).
 pub type Offsets = BTreeMap<(String, i32), i64>;
 
+/// `value` as CBOR; `what` names it in the error.
+pub fn to_cbor<T: Serialize>(value: &T, what: &str) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(1 << 16);
+    ciborium::into_writer(value, &mut out)
+        .map_err(|e| anyhow::anyhow!("serializing {what}: {e}"))?;
+    Ok(out)
+}
+
+/// A value from [`to_cbor`] bytes; `what` names it in the error.
+pub fn from_cbor<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> anyhow::Result<T> {
+    ciborium::from_reader(bytes).map_err(|e| anyhow::anyhow!("decoding {what}: {e}"))
+}
+
 /// Wall-clock epoch ms.
 pub fn wall_ms() -> i64 {
     std::time::SystemTime::now()
@@ -141,13 +154,11 @@ impl CheckpointStore {
     pub fn write(&mut self, ckpt: &Checkpoint) -> anyhow::Result<u64> {
         let path = self.dir.join(format!("checkpoint-{:010}.cbor", ckpt.seq));
         let tmp = path.with_extension("cbor.tmp");
-        let mut bytes = Vec::with_capacity(1 << 20);
         let env = EnvelopeRef {
             version: VERSION,
             checkpoint: ckpt,
         };
-        ciborium::into_writer(&env, &mut bytes)
-            .map_err(|e| anyhow::anyhow!("encoding checkpoint {}: {e}", ckpt.seq))?;
+        let bytes = to_cbor(&env, &format!("checkpoint {}", ckpt.seq))?;
         {
             let mut f =
                 File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;

@@ -105,10 +105,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 fn router_snapshot(r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    ciborium::into_writer(&r.snapshot(), &mut out)
-        .map_err(|e| anyhow::anyhow!("serializing the alert router: {e}"))?;
-    Ok(out)
+    crate::checkpoint::to_cbor(&r.snapshot(), "the alert router")
 }
 
 fn router_restore(cfg: &Config, sys: &AlertSystem, bytes: &[u8]) -> anyhow::Result<AlertRouter> {
@@ -119,8 +116,8 @@ fn router_restore(cfg: &Config, sys: &AlertSystem, bytes: &[u8]) -> anyhow::Resu
             sys.outbox.clone(),
         ));
     }
-    let snap: alerts::RouterSnapshot = ciborium::from_reader(bytes)
-        .map_err(|e| anyhow::anyhow!("decoding the alert router snapshot: {e}"))?;
+    let snap: alerts::RouterSnapshot =
+        crate::checkpoint::from_cbor(bytes, "the alert router snapshot")?;
     Ok(AlertRouter::restore(
         &cfg.alerts.route,
         &sys.sinks,

@@ -51,21 +51,17 @@ impl AlertStage {
             watched: self.watched.iter().map(|(g, b)| (g.clone(), *b)).collect(),
             last_tick_ms: self.last_tick_ms,
             watermark_ms: self.watermark_ms,
-            engine: engine_snapshot(&self.engine)?,
+            engine: self.engine.snapshot(),
         };
-        let mut out = Vec::new();
-        ciborium::into_writer(&snap, &mut out)
-            .map_err(|e| anyhow::anyhow!("serializing the alert stage: {e}"))?;
-        Ok(out)
+        crate::checkpoint::to_cbor(&snap, "the alert stage")
     }
 
     /// A stage from [`AlertStage::snapshot`] bytes, under the current
     /// alert policy `cfg` (rules come from the config, state from the bytes).
     pub fn restore(cfg: EngineConfig, bytes: &[u8]) -> anyhow::Result<Self> {
-        let snap: StageSnapshot = ciborium::from_reader(bytes)
-            .map_err(|e| anyhow::anyhow!("decoding the alert stage snapshot: {e}"))?;
+        let snap: StageSnapshot = crate::checkpoint::from_cbor(bytes, "the alert stage snapshot")?;
         Ok(AlertStage {
-            engine: engine_restore(cfg, snap.engine)?,
+            engine: AlertEngine::restore(cfg, snap.engine)?,
             watched: snap.watched.into_iter().collect(),
             last_tick_ms: snap.last_tick_ms,
             watermark_ms: snap.watermark_ms,
@@ -181,20 +177,7 @@ struct StageSnapshot {
     watched: Vec<(GpuId, u8)>,
     last_tick_ms: i64,
     watermark_ms: i64,
-    engine: Vec<u8>,
-}
-
-fn engine_snapshot(e: &AlertEngine) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    ciborium::into_writer(&e.snapshot(), &mut out)
-        .map_err(|e| anyhow::anyhow!("serializing the alert engine: {e}"))?;
-    Ok(out)
-}
-
-fn engine_restore(cfg: EngineConfig, bytes: Vec<u8>) -> anyhow::Result<AlertEngine> {
-    let snap: alerts::EngineSnapshot = ciborium::from_reader(bytes.as_slice())
-        .map_err(|e| anyhow::anyhow!("decoding the alert engine snapshot: {e}"))?;
-    Ok(AlertEngine::restore(cfg, snap)?)
+    engine: alerts::EngineSnapshot,
 }
 
 /// Identity and topology labels of a GPU alert.

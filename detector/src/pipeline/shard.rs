@@ -108,15 +108,12 @@ impl Shard {
 
     /// Serializes the whole shard (CBOR: keeps NaN and exact floats).
     pub fn snapshot(&self) -> anyhow::Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(1 << 16);
-        ciborium::into_writer(self, &mut out)
-            .map_err(|e| anyhow::anyhow!("serializing shard {}: {e}", self.id))?;
-        Ok(out)
+        crate::checkpoint::to_cbor(self, &format!("shard {}", self.id))
     }
 
     /// A shard from [`Shard::snapshot`] bytes.
     pub fn restore(bytes: &[u8]) -> anyhow::Result<Self> {
-        ciborium::from_reader(bytes).map_err(|e| anyhow::anyhow!("decoding a shard snapshot: {e}"))
+        crate::checkpoint::from_cbor(bytes, "a shard snapshot")
     }
 
     /// See [`features::FeatureEngine::set_silence_horizon`].
