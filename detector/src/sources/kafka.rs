@@ -73,6 +73,12 @@ struct Shared {
     event_time: Mutex<BTreeMap<(String, i32), (i64, Instant)>>,
 }
 
+/// A partition this far (event time) ahead of the horizon is paused until
+/// the others catch up: after a restart with a backlog, fetches come a
+/// partition at a time, and one partition running hours ahead would leave
+/// the others' GPUs judged late.
+const MAX_AHEAD_MS: i64 = 10 * 60_000;
+
 /// A caught-up partition with no message for this long no longer holds
 /// event time back (an idle partition must not stop the clock).
 const IDLE_PARTITION: Duration = Duration::from_secs(5);
@@ -277,6 +283,8 @@ pub fn run(
     let mut pending_commit = None;
     let mut last_ckpt = Instant::now();
     let mut last_lag = Instant::now();
+    let mut last_pace = Instant::now();
+    let mut ahead: std::collections::BTreeSet<(String, i32)> = Default::default();
     let mut total = 0u64;
     // Something was handed over since the last checkpoint.
     let mut dirty = false;
@@ -424,6 +432,10 @@ pub fn run(
                 }
             }
         }
+        if last_pace.elapsed() >= Duration::from_millis(200) {
+            last_pace = Instant::now();
+            pace(&consumer, &shared, &mut ahead);
+        }
         if last_lag.elapsed() >= Duration::from_secs(1) {
             last_lag = Instant::now();
             report_lag(&shared, state, settings.ready_lag);
@@ -448,6 +460,48 @@ pub fn run(
     }
     dead.flush();
     Ok(total)
+}
+
+/// Pauses partitions more than [`MAX_AHEAD_MS`] ahead of the horizon and
+/// resumes them once the others are within half of that.
+fn pace(
+    consumer: &BaseConsumer<Ctx>,
+    shared: &Shared,
+    ahead: &mut std::collections::BTreeSet<(String, i32)>,
+) {
+    let horizon = shared.horizon().filter(|h| *h != i64::MIN);
+    let times: Vec<((String, i32), i64)> = match shared.event_time.lock() {
+        Ok(et) => et.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
+        Err(_) => return,
+    };
+    for (k, t) in times {
+        let far = horizon.is_some_and(|h| t > h + MAX_AHEAD_MS);
+        let near = horizon.is_none_or(|h| t <= h + MAX_AHEAD_MS / 2);
+        let change = if far && !ahead.contains(&k) {
+            Some(true)
+        } else if near && ahead.contains(&k) {
+            Some(false)
+        } else {
+            None
+        };
+        let Some(pause) = change else { continue };
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&k.0, k.1);
+        let r = if pause {
+            consumer.pause(&tpl)
+        } else {
+            consumer.resume(&tpl)
+        };
+        match r {
+            Ok(()) if pause => {
+                ahead.insert(k);
+            }
+            Ok(()) => {
+                ahead.remove(&k);
+            }
+            Err(e) => tracing::warn!(error = %e, "pacing a partition"),
+        }
+    }
 }
 
 /// Publishes lag per partition and readiness (caught up within the bound).
