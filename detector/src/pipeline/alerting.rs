@@ -51,6 +51,7 @@ impl AlertStage {
             watched: self.watched.iter().map(|(g, b)| (g.clone(), *b)).collect(),
             last_tick_ms: self.last_tick_ms,
             watermark_ms: self.watermark_ms,
+            clock_ms: Some(self.clock_ms),
             engine: self.engine.snapshot(),
         };
         crate::checkpoint::to_cbor(&snap, "the alert stage")
@@ -66,7 +67,10 @@ impl AlertStage {
             last_tick_ms: snap.last_tick_ms,
             watermark_ms: snap.watermark_ms,
             horizon_ms: None,
-            clock_ms: snap.watermark_ms,
+            // The clock, not the newest sample: with partitions the clock
+            // trails the watermark, and restoring it at the watermark made
+            // every timer jump ahead (stale resolutions, early `for`s).
+            clock_ms: snap.clock_ms.unwrap_or(snap.last_tick_ms),
         })
     }
 
@@ -177,6 +181,9 @@ struct StageSnapshot {
     watched: Vec<(GpuId, u8)>,
     last_tick_ms: i64,
     watermark_ms: i64,
+    /// Absent in checkpoints written before it was kept.
+    #[serde(default)]
+    clock_ms: Option<i64>,
     engine: alerts::EngineSnapshot,
 }
 

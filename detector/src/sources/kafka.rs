@@ -11,8 +11,11 @@
 //! - Backpressure: when the pipeline's queues are full the assigned
 //!   partitions are paused (the consumer keeps polling, so the group
 //!   session stays alive) and resumed when there is room.
-//! - Rebalance: before partitions are revoked, the batch in hand is sent, a
-//!   checkpoint is taken and its offsets committed synchronously.
+//! - Rebalance: before partitions are revoked, a checkpoint of everything
+//!   handed over is taken and its offsets committed (asynchronously: a
+//!   synchronous commit has no timeout); the batch in hand is dropped and
+//!   read again. Partitions assigned back resume right after what the
+//!   pipeline holds, not at the group's possibly older commit.
 //! - A message is one sample or a JSON array of samples (a host's GPUs),
 //!   or dcgm-exporter text; undecodable messages are counted by reason and
 //!   written to the dead-letter topic and/or file with the reason.
@@ -66,6 +69,12 @@ struct Shared {
     checkpointer: Option<PipelineHandle>,
     /// Set by a revoke: the loop must re-read its assignment.
     revoked: AtomicBool,
+    /// Set by a revoke: the batch in hand (not yet handed over, so not in
+    /// the checkpoint) is dropped; it is read again from the offsets.
+    drop_batch: AtomicBool,
+    /// Set by an assign: partitions whose data the pipeline already holds
+    /// restart exactly after it, not at the group's committed offset.
+    reseek: Mutex<Offsets>,
     /// Partitions assigned to this member (set by the rebalance callback).
     assigned: Mutex<Vec<(String, i32)>>,
     /// Newest event time handed over per partition, and when (wall) the
@@ -138,12 +147,22 @@ impl ConsumerContext for Ctx {
         let Rebalance::Revoke(tpl) = rebalance else {
             if let Rebalance::Assign(tpl) = rebalance {
                 tracing::info!(partitions = tpl.count(), "partitions assigned");
+                let parts: Vec<(String, i32)> = tpl
+                    .elements()
+                    .iter()
+                    .map(|e| (e.topic().to_owned(), e.partition()))
+                    .collect();
+                if let (Ok(sent), Ok(mut reseek)) =
+                    (self.shared.sent.lock(), self.shared.reseek.lock())
+                {
+                    for k in &parts {
+                        if let Some(o) = sent.get(k) {
+                            reseek.insert(k.clone(), *o);
+                        }
+                    }
+                }
                 if let Ok(mut a) = self.shared.assigned.lock() {
-                    *a = tpl
-                        .elements()
-                        .iter()
-                        .map(|e| (e.topic().to_owned(), e.partition()))
-                        .collect();
+                    *a = parts;
                 }
             }
             return;
@@ -156,6 +175,7 @@ impl ConsumerContext for Ctx {
             "partitions revoked: checkpointing"
         );
         self.shared.revoked.store(true, Ordering::Relaxed);
+        self.shared.drop_batch.store(true, Ordering::Relaxed);
         let Some(cp) = &self.shared.checkpointer else {
             return;
         };
@@ -167,7 +187,11 @@ impl ConsumerContext for Ctx {
             .unwrap_or_default();
         match cp.checkpoint_now(offsets) {
             Ok(w) => {
-                if let Err(e) = commit(consumer, &w.offsets, CommitMode::Sync) {
+                // Async: a synchronous commit waits without a timeout, and
+                // a coordinator busy rebalancing may never answer it.
+                // Whoever gets the partition resumes from this commit or
+                // an earlier one (at-least-once either way).
+                if let Err(e) = commit(consumer, &w.offsets, CommitMode::Async) {
                     tracing::warn!(error = %e, "committing offsets at revoke");
                 }
             }
@@ -234,6 +258,8 @@ pub fn run(
         high: Mutex::new(BTreeMap::new()),
         checkpointer: policy.as_ref().map(|_| pipeline.handle()),
         revoked: AtomicBool::new(false),
+        drop_batch: AtomicBool::new(false),
+        reseek: Mutex::new(Offsets::new()),
         event_time: Mutex::new(BTreeMap::new()),
         assigned: Mutex::new(Vec::new()),
     });
@@ -304,7 +330,19 @@ pub fn run(
             paused = full;
         }
         let timeout = if paused { 5 } else { 20 };
-        if let Some(msg) = consumer.poll(Duration::from_millis(timeout)) {
+        let polled = consumer.poll(Duration::from_millis(timeout));
+        if shared.drop_batch.swap(false, Ordering::Relaxed) {
+            batch.clear();
+            batch_offsets.clear();
+            batch_times.clear();
+            batch_origin = None;
+        }
+        if let Ok(mut r) = shared.reseek.lock() {
+            for (k, o) in std::mem::take(&mut *r) {
+                resume.insert(k, (o, false));
+            }
+        }
+        if let Some(msg) = polled {
             match msg {
                 Ok(m) => {
                     let key = (m.topic().to_owned(), m.partition());
