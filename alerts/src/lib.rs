@@ -56,6 +56,7 @@ pub mod outbox;
 pub mod pipeline;
 pub mod route;
 pub mod secret;
+pub mod shadow;
 pub mod silence;
 pub mod sinks;
 pub mod snapshot;

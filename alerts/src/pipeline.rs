@@ -21,6 +21,7 @@ use crate::delivery::{self, RetryPolicy};
 use crate::engine::AlertEngine;
 use crate::outbox::{Outbox, OutboxError};
 use crate::route::{Dispatcher, RawRoute, Route, Router, RouterSnapshot};
+use crate::shadow::ShadowLog;
 use crate::sinks::config::{RawReceiver, ReceiverConfig};
 use crate::sinks::{Sink, SinkError};
 use crate::snapshot::{EngineSnapshot, SnapshotError};
@@ -49,6 +50,10 @@ pub struct RawConfig {
     /// Outbox and retry settings.
     #[serde(default)]
     pub outbox: RawOutbox,
+    /// Shadow routes (`shadow = true`, or `forewarn serve --shadow`) append
+    /// their notifications here instead of sending them. Default
+    /// `forewarn-shadow.jsonl`.
+    pub shadow_file: Option<PathBuf>,
 }
 
 /// `[outbox]`.
@@ -81,6 +86,8 @@ pub struct Config {
     pub outbox_dir: PathBuf,
     /// Retry policy.
     pub retry: RetryPolicy,
+    /// Shadow notifications go here.
+    pub shadow_file: PathBuf,
 }
 
 impl RawConfig {
@@ -146,6 +153,10 @@ impl RawConfig {
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("forewarn-outbox")),
             retry,
+            shadow_file: self
+                .shadow_file
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("forewarn-shadow.jsonl")),
         })
     }
 }
@@ -166,6 +177,7 @@ pub enum StartError {
 pub struct AlertRouter {
     dispatcher: Dispatcher,
     outbox: Arc<Outbox>,
+    shadow: Option<ShadowLog>,
 }
 
 fn resend_caps(sinks: &[Arc<Sink>]) -> HashMap<String, i64> {
@@ -184,7 +196,19 @@ impl AlertRouter {
         Self {
             dispatcher: Dispatcher::new(Router::new(route), resend_caps(sinks)),
             outbox,
+            shadow: None,
         }
+    }
+
+    /// Shadow routes' notifications are appended to `path`.
+    pub fn with_shadow_log(mut self, path: PathBuf) -> Self {
+        self.shadow = Some(ShadowLog::new(path));
+        self
+    }
+
+    /// Shadow notifications recorded so far.
+    pub fn shadowed(&self) -> u64 {
+        self.shadow.as_ref().map_or(0, ShadowLog::written)
     }
 
     /// Copies the aggregation groups (see `route::checkpoint`).
@@ -201,7 +225,11 @@ impl AlertRouter {
         snap: RouterSnapshot,
     ) -> Result<Self, SnapshotError> {
         let dispatcher = Dispatcher::restore(Router::new(route), resend_caps(sinks), snap)?;
-        Ok(Self { dispatcher, outbox })
+        Ok(Self {
+            dispatcher,
+            outbox,
+            shadow: None,
+        })
     }
 
     /// Routes engine events into their groups.
@@ -214,9 +242,31 @@ impl AlertRouter {
     /// Flushes groups due at `now_ms` into the outbox (blocking IO).
     /// Returns the number of entries written.
     pub fn flush(&mut self, now_ms: i64) -> Result<usize, OutboxError> {
-        let notifications = self.dispatcher.tick(now_ms);
+        let mut notifications = self.dispatcher.tick(now_ms);
         if notifications.is_empty() {
             return Ok(0);
+        }
+        if notifications.iter().any(|n| n.shadow) {
+            let (shadow, live): (Vec<_>, Vec<_>) =
+                notifications.into_iter().partition(|n| n.shadow);
+            for n in &shadow {
+                tracing::info!(receiver = %n.receiver, group = %n.group_key, events = n.events.len(), "shadow: would notify");
+            }
+            match &mut self.shadow {
+                Some(log) => log.record(&shadow).map_err(|source| OutboxError::Io {
+                    op: "append shadow log",
+                    path: log.path().to_path_buf(),
+                    source,
+                })?,
+                None => tracing::warn!(
+                    dropped = shadow.len(),
+                    "shadow notifications with no shadow log configured"
+                ),
+            }
+            notifications = live;
+            if notifications.is_empty() {
+                return Ok(0);
+            }
         }
         self.outbox.enqueue(&notifications)
     }
@@ -259,7 +309,8 @@ impl AlertSystem {
             .map(|s| (s.name().to_owned(), s.per_event()))
             .collect();
         let outbox = Arc::new(Outbox::open(outbox_dir, &names)?);
-        let router = AlertRouter::new(&cfg.route, &sinks, outbox.clone());
+        let router = AlertRouter::new(&cfg.route, &sinks, outbox.clone())
+            .with_shadow_log(cfg.shadow_file.clone());
         Ok(Self {
             engine: AlertEngine::new(cfg.engine.clone()),
             router,

@@ -396,3 +396,55 @@ fn a_delivered_warning_escalates_to_a_page_when_its_evidence_grows() {
     );
     assert!(events.windows(2).all(|w| w[0].dedup_key == w[1].dedup_key));
 }
+
+#[test]
+fn a_shadow_route_records_instead_of_sending() {
+    use crate::outbox::Outbox;
+    use crate::pipeline::AlertRouter;
+    let raw: RawRoute = toml::from_str(
+        "receiver = \"file\"\ngroup_wait = \"0s\"\n[[routes]]\nreceiver = \"pd\"\nmatchers = ['severity=\"critical\"']\nshadow = true\ncontinue = true\n[[routes]]\nreceiver = \"file\"\n",
+    )
+    .expect("parses");
+    let route = raw.validate(&["file", "pd"]).expect("valid");
+    assert!(route.routes[0].shadow && !route.shadow);
+    let dir = std::env::temp_dir().join(format!("fw-shadow-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let outbox = std::sync::Arc::new(
+        Outbox::open(
+            &dir.join("outbox"),
+            &[("file".to_owned(), true), ("pd".to_owned(), true)],
+        )
+        .expect("outbox"),
+    );
+    let log = dir.join("shadow.jsonl");
+    let mut r = AlertRouter::new(&route, &[], outbox.clone()).with_shadow_log(log.clone());
+    let mut e = AlertEvent {
+        ts: 1_000,
+        status: Status::Firing,
+        severity: Severity::Critical,
+        kind: "gpu_hard_failure".into(),
+        scope: Scope::Gpu,
+        labels: [("gpu".to_owned(), "GPU-1".to_owned())].into(),
+        dedup_key: "forewarn/gpu/GPU-1/gpu_hard_failure".into(),
+        summary: "s".into(),
+        risk: 1.0,
+        eta_hours: None,
+        reasons: vec![],
+    };
+    r.push(std::slice::from_ref(&e));
+    e.status = Status::Resolved;
+    e.ts = 2_000;
+    r.flush(1_000).expect("flush");
+    assert_eq!(outbox.pending("pd"), 0, "the shadow route sent nothing");
+    assert_eq!(outbox.pending("file"), 1, "the live route still sends");
+    assert_eq!(r.shadowed(), 1);
+    let text = std::fs::read_to_string(&log).expect("shadow log");
+    let line: serde_json::Value = serde_json::from_str(text.trim()).expect("json line");
+    assert_eq!(line["receiver"], "pd");
+    assert_eq!(line["shadow"], true);
+    assert_eq!(
+        line["events"][0]["dedup_key"],
+        "forewarn/gpu/GPU-1/gpu_hard_failure"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

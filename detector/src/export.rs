@@ -60,9 +60,14 @@ impl ShardExports {
         Ok(ShardExports {
             features,
             scores,
-            model_version: crate::api::MODEL_VERSION.into(),
+            model_version: crate::reload::BUILTIN_VERSION.into(),
             errors: 0,
         })
+    }
+
+    /// Score rows from now on name this model version.
+    pub fn set_model_version(&mut self, version: String) {
+        self.model_version = version.into();
     }
 
     fn note(&mut self, r: Result<(), datasets::export::ExportError>) {

@@ -20,6 +20,7 @@ pub mod export;
 pub mod metrics;
 pub mod pipeline;
 pub mod progress;
+pub mod reload;
 pub mod sources;
 pub mod state;
 

@@ -17,6 +17,7 @@ pub const SHARD_LATENCY: &str = "forewarn_stage_batch_seconds";
 pub const GPUS: &str = "forewarn_gpus";
 pub const LAG: &str = "forewarn_consumer_lag";
 pub const MODEL_VERSION: &str = "forewarn_model_info";
+pub const MODEL_RELOADS: &str = "forewarn_model_reloads_total";
 pub const SINK_DELIVERED: &str = "forewarn_sink_delivered_total";
 pub const SINK_RETRIES: &str = "forewarn_sink_failures_total";
 pub const SINK_DEAD: &str = "forewarn_sink_dead_lettered_total";
@@ -141,7 +142,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
-    pub fn render(&self, model_version: &str) -> String {
+    pub fn render(&self, model: &crate::reload::ModelStatus) -> String {
         let mut s = String::new();
         let counter = |s: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
@@ -228,7 +229,13 @@ impl Metrics {
         );
         let _ = writeln!(
             s,
-            "# HELP {MODEL_VERSION} Loaded model versions.\n# TYPE {MODEL_VERSION} gauge\n{MODEL_VERSION}{{version=\"{model_version}\"}} 1"
+            "# HELP {MODEL_VERSION} Loaded model versions.\n# TYPE {MODEL_VERSION} gauge\n{MODEL_VERSION}{{version=\"{}\"}} 1",
+            model.version
+        );
+        let _ = writeln!(
+            s,
+            "# HELP {MODEL_RELOADS} Failure-model reloads, by result.\n# TYPE {MODEL_RELOADS} counter\n{MODEL_RELOADS}{{result=\"loaded\"}} {}\n{MODEL_RELOADS}{{result=\"refused\"}} {}",
+            model.reloads, model.refused
         );
         s
     }

@@ -53,6 +53,10 @@ pub struct SharedState {
     pub admin: Admin,
     /// The alert outbox and its receivers, for delivery metrics.
     pub outbox: OnceLock<(Arc<alerts::Outbox>, Vec<String>)>,
+    /// The failure model in use and its reload history.
+    pub model: RwLock<crate::reload::ModelStatus>,
+    /// Where reloads come from (set once the service starts).
+    pub models: OnceLock<Arc<crate::reload::ModelSlot>>,
 }
 
 /// Settings of the endpoints that change things (silences, labels, model
@@ -82,6 +86,8 @@ impl SharedState {
             pipeline: OnceLock::new(),
             admin,
             outbox: OnceLock::new(),
+            model: RwLock::new(crate::reload::ModelStatus::builtin()),
+            models: OnceLock::new(),
         })
     }
 
@@ -160,6 +166,28 @@ impl SharedState {
             }
             view.recent.push_back(e.clone());
         }
+    }
+
+    /// Changes the published model status; returns the new one.
+    pub fn set_model_status(
+        &self,
+        f: impl FnOnce(&mut crate::reload::ModelStatus),
+    ) -> crate::reload::ModelStatus {
+        match self.model.write() {
+            Ok(mut s) => {
+                f(&mut s);
+                s.clone()
+            }
+            Err(_) => crate::reload::ModelStatus::builtin(),
+        }
+    }
+
+    /// The version of the models scoring now.
+    pub fn model_version(&self) -> String {
+        self.model
+            .read()
+            .map(|s| s.version.clone())
+            .unwrap_or_else(|_| crate::reload::BUILTIN_VERSION.to_owned())
     }
 
     pub fn set_ready(&self, ready: bool) {

@@ -31,6 +31,11 @@ pub struct RawRoute {
     /// Keep matching later siblings after this route matched.
     #[serde(default, rename = "continue")]
     pub continue_: bool,
+    /// Shadow mode: this route's notifications are recorded in the shadow
+    /// log (`alerts.shadow_file`) instead of sent, so a new rule or model
+    /// can be watched on live data before it pages anyone. Inherited;
+    /// default false.
+    pub shadow: Option<bool>,
     /// Child routes, tried in order.
     #[serde(default)]
     pub routes: Vec<RawRoute>,
@@ -53,8 +58,21 @@ pub struct Route {
     pub repeat_interval: Duration,
     /// Keep matching siblings.
     pub continue_: bool,
+    /// Record instead of send.
+    pub shadow: bool,
     /// Children.
     pub routes: Vec<Route>,
+}
+
+impl Route {
+    /// Puts this route and every route below it in shadow mode
+    /// (`forewarn serve --shadow`).
+    pub fn set_shadow_all(&mut self) {
+        self.shadow = true;
+        for r in &mut self.routes {
+            r.set_shadow_all();
+        }
+    }
 }
 
 impl RawRoute {
@@ -80,6 +98,7 @@ impl RawRoute {
             group_interval: Duration::from_secs(300),
             repeat_interval: Duration::from_secs(4 * 3600),
             continue_: false,
+            shadow: false,
             routes: Vec::new(),
         };
         self.build("route", &root, receivers)
@@ -135,6 +154,7 @@ impl RawRoute {
             group_interval,
             repeat_interval,
             continue_: self.continue_,
+            shadow: self.shadow.unwrap_or(parent.shadow),
             routes: Vec::new(),
         };
         for (i, child) in self.routes.iter().enumerate() {

@@ -34,6 +34,9 @@ pub struct Notification {
     pub resend: bool,
     /// Alerts firing in the group after this notification.
     pub firing_in_group: usize,
+    /// Made by a shadow route: recorded, never sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 #[derive(Debug)]
@@ -133,6 +136,7 @@ impl Dispatcher {
             let Some(route) = self.router.route(g.route) else {
                 continue;
             };
+            let shadow = route.shadow;
             let mut repeat = duration_ms(route.repeat_interval);
             if let Some(cap) = self.resend_caps.get(&g.receiver) {
                 repeat = repeat.min(*cap);
@@ -158,6 +162,7 @@ impl Dispatcher {
                     events,
                     resend: false,
                     firing_in_group: g.firing.len(),
+                    shadow,
                 });
             } else if g.pending.is_empty()
                 && !g.firing.is_empty()
@@ -171,6 +176,7 @@ impl Dispatcher {
                     events: g.firing.values().cloned().collect(),
                     resend: true,
                     firing_in_group: g.firing.len(),
+                    shadow,
                 });
             }
         }

@@ -9,7 +9,8 @@
 //! applies from the next assessment on and is part of the next checkpoint.
 //! Labels are appended to the label store (the contract's `gpu,ts,kind`
 //! CSV) that `forewarn train` reads: a confirmed failure or repair ticket,
-//! or `false_alarm` for "this alert was wrong".
+//! or `false_alarm` for "this alert was wrong". Model reloads
+//! (`POST /v1/models/reload`) load the newest artifact ([`crate::reload`]).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -192,4 +193,47 @@ pub async fn add_labels(
     .map_err(|e| ApiError::Internal(format!("label task: {e}")))?
     .map_err(|e| ApiError::Internal(format!("appending labels: {e}")))?;
     Ok((StatusCode::CREATED, Json(json!({ "recorded": n }))))
+}
+
+/// `GET /v1/models`: the model scoring now and its reload history.
+pub async fn model_status(AxState(state): AxState<State>) -> Result<Json<Value>, ApiError> {
+    let status = state
+        .model
+        .read()
+        .map_err(|_| ApiError::Internal("model lock poisoned".into()))?
+        .clone();
+    let watched = state.models.get().is_some_and(|m| m.watches());
+    let mut v = serde_json::to_value(status).map_err(|e| ApiError::Internal(e.to_string()))?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("watching_dir".into(), json!(watched));
+    }
+    Ok(Json(v))
+}
+
+/// `POST /v1/models/reload`: loads the newest artifact of the models
+/// directory (else the configured file) and swaps it in; a refused one
+/// answers 422 with the reason, and the running model stays.
+pub async fn reload_model(
+    AxState(state): AxState<State>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    use crate::reload::ReloadError;
+    authorize(&state, &headers)?;
+    let Some(slot) = state.models.get().cloned() else {
+        return Err(ApiError::Unavailable("the service is starting".into()));
+    };
+    let st = state.clone();
+    let result = tokio::task::spawn_blocking(move || slot.reload(&st))
+        .await
+        .map_err(|e| ApiError::Internal(format!("reload task: {e}")))?;
+    match result {
+        Ok(status) => Ok(Json(
+            serde_json::to_value(status).map_err(|e| ApiError::Internal(e.to_string()))?,
+        )),
+        Err(e @ (ReloadError::NoSource | ReloadError::EmptyDir(_))) => {
+            Err(ApiError::NotFound(e.to_string()))
+        }
+        Err(e @ ReloadError::Refused(_)) => Err(ApiError::Unprocessable(e.to_string())),
+        Err(e @ ReloadError::NotRunning) => Err(ApiError::Unavailable(e.to_string())),
+    }
 }

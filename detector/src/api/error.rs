@@ -15,6 +15,8 @@ pub enum ApiError {
     Forbidden(String),
     /// The pipeline cannot take the request now.
     Unavailable(String),
+    /// Understood but refused (e.g. a model artifact of another schema).
+    Unprocessable(String),
     Internal(String),
 }
 
@@ -26,6 +28,7 @@ impl IntoResponse for ApiError {
             ApiError::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m),
             ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, m),
             ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
+            ApiError::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m),
             ApiError::Internal(m) => {
                 tracing::error!(error = %m, "internal error serving a request");
                 (

@@ -187,7 +187,7 @@ pub async fn fleet(AxState(state): AxState<State>) -> Result<Json<Value>, ApiErr
         .map(|((c, r), m)| json!({"cluster": c, "rack": r, "states": m}))
         .collect();
     Ok(Json(
-        json!({ "gpus": gpus.len(), "states": per_state, "racks": racks, "model_version": super::MODEL_VERSION }),
+        json!({ "gpus": gpus.len(), "states": per_state, "racks": racks, "model_version": state.model_version() }),
     ))
 }
 

@@ -18,9 +18,6 @@ pub use error::ApiError;
 
 use crate::state::State;
 
-/// The model version reported on `/metrics` and `/v1/fleet`.
-pub const MODEL_VERSION: &str = concat!("rules+rcf-", env!("CARGO_PKG_VERSION"));
-
 /// All routes.
 pub fn app(state: State) -> Router {
     Router::new()
@@ -38,6 +35,11 @@ pub fn app(state: State) -> Router {
         )
         .route("/v1/silences/{id}", delete(admin::expire_silence))
         .route("/v1/labels", axum::routing::post(admin::add_labels))
+        .route("/v1/models", get(admin::model_status))
+        .route(
+            "/v1/models/reload",
+            axum::routing::post(admin::reload_model),
+        )
         .merge(map::router(state.clone()))
         .with_state(state)
 }
@@ -56,7 +58,12 @@ async fn metrics(axum::extract::State(state): axum::extract::State<State>) -> im
         .metrics
         .gpus
         .store(gpus as u64, std::sync::atomic::Ordering::Relaxed);
-    let mut text = state.metrics.render(MODEL_VERSION);
+    let model = state
+        .model
+        .read()
+        .map(|m| m.clone())
+        .unwrap_or_else(|_| crate::reload::ModelStatus::builtin());
+    let mut text = state.metrics.render(&model);
     if let Some((outbox, receivers)) = state.outbox.get() {
         crate::metrics::render_sinks(&mut text, outbox, receivers);
     }

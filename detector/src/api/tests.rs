@@ -217,7 +217,13 @@ async fn changes_need_the_token_and_labels_reach_the_store() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     // A good one needs the running pipeline.
     let good = r#"{"matchers":[{"name":"rack","value":"r07","isRegex":false}],"startsAt":"2026-11-30T00:00:00Z","endsAt":"2026-11-30T04:00:00Z","createdBy":"alice","comment":"CHG-1 CDU swap"}"#;
-    let (status, _) = send(st, "POST", "/v1/silences", Some("s3cret"), good).await;
+    let (status, _) = send(st.clone(), "POST", "/v1/silences", Some("s3cret"), good).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    // Model reloads need the token too; the status is public.
+    let (status, _) = send(st.clone(), "POST", "/v1/models/reload", None, "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = send(st, "GET", "/v1/models", None, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["version"], crate::reload::BUILTIN_VERSION);
     let _ = std::fs::remove_file(&file);
 }

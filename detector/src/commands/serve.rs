@@ -20,6 +20,7 @@ use crate::config::{Config, RawConfig, SourceKind};
 use crate::pipeline::alerting::AlertStage;
 use crate::pipeline::shard::Shard;
 use crate::pipeline::{AlertSink, Pipeline, PipelineConfig};
+use crate::reload::ModelSlot;
 use crate::sources::{DeadLetters, file, kafka, simulator};
 use crate::state::{Admin, SharedState, State};
 
@@ -42,6 +43,12 @@ pub struct ServeArgs {
     /// Simulated fleet: number of GPUs (overrides the config).
     #[arg(long)]
     pub gpus: Option<usize>,
+    /// Shadow mode: run everything, but record the notifications every
+    /// route would send in `alerts.shadow_file` (default
+    /// `forewarn-shadow.jsonl`) instead of sending them. A single route can
+    /// be shadowed in the config with `shadow = true`.
+    #[arg(long)]
+    pub shadow: bool,
 }
 
 /// Routes alert events into the outbox (delivery workers send them) and
@@ -94,14 +101,23 @@ fn load(args: &ServeArgs) -> anyhow::Result<Config> {
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
-    let cfg = load(args)?;
-    let model = crate::commands::train::load_model(args.model.as_deref())?;
+    let mut cfg = load(args)?;
+    if let Some(m) = &args.model {
+        cfg.model_file = Some(m.clone());
+    }
+    if args.shadow {
+        cfg.alerts.route.set_shadow_all();
+        tracing::info!(
+            file = %cfg.alerts.shadow_file.display(),
+            "shadow mode: notifications are recorded, not sent"
+        );
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    rt.block_on(serve(cfg, model))
+    rt.block_on(serve(cfg))
 }
 
 fn router_snapshot(r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
@@ -110,20 +126,17 @@ fn router_snapshot(r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
 
 fn router_restore(cfg: &Config, sys: &AlertSystem, bytes: &[u8]) -> anyhow::Result<AlertRouter> {
     if bytes.is_empty() {
-        return Ok(AlertRouter::new(
-            &cfg.alerts.route,
-            &sys.sinks,
-            sys.outbox.clone(),
-        ));
+        return Ok(
+            AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone())
+                .with_shadow_log(cfg.alerts.shadow_file.clone()),
+        );
     }
     let snap: alerts::RouterSnapshot =
         crate::checkpoint::from_cbor(bytes, "the alert router snapshot")?;
-    Ok(AlertRouter::restore(
-        &cfg.alerts.route,
-        &sys.sinks,
-        sys.outbox.clone(),
-        snap,
-    )?)
+    Ok(
+        AlertRouter::restore(&cfg.alerts.route, &sys.sinks, sys.outbox.clone(), snap)?
+            .with_shadow_log(cfg.alerts.shadow_file.clone()),
+    )
 }
 
 /// The pipeline's state: restored from the newest checkpoint, or fresh.
@@ -158,7 +171,8 @@ fn restore_or_new(
         return Ok(Start {
             shards: pcfg.new_shards()?,
             stage: AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone())),
-            router: AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone()),
+            router: AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone())
+                .with_shadow_log(cfg.alerts.shadow_file.clone()),
             store,
             resume: Offsets::new(),
         });
@@ -197,7 +211,7 @@ fn restore_or_new(
     })
 }
 
-async fn serve(cfg: Config, model: Option<Arc<FailureModel>>) -> anyhow::Result<()> {
+async fn serve(cfg: Config) -> anyhow::Result<()> {
     let token = std::env::var(&cfg.token_env).ok().filter(|t| !t.is_empty());
     if token.is_none() {
         tracing::info!(
@@ -209,6 +223,12 @@ async fn serve(cfg: Config, model: Option<Arc<FailureModel>>) -> anyhow::Result<
         token,
         labels_file: Some(cfg.labels_file.clone()),
     });
+    let slot = Arc::new(ModelSlot::new(
+        cfg.model_file.clone(),
+        cfg.model_dir.clone(),
+    ));
+    let model = slot.initial(&state)?;
+    let _ = state.models.set(slot.clone());
     let shutdown = CancellationToken::new();
     let sys = AlertSystem::open(&cfg.alerts).context("opening the alert outbox and receivers")?;
     let workers = sys.spawn_delivery(&shutdown);
@@ -230,6 +250,21 @@ async fn serve(cfg: Config, model: Option<Arc<FailureModel>>) -> anyhow::Result<
         cfg.export.as_ref(),
     )?;
     let _ = state.pipeline.set(pipeline.handle());
+    if let Some(every) = cfg.model_watch_every {
+        let (st, sd) = (state.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = sd.cancelled() => break,
+                }
+                let (slot, st) = (slot.clone(), st.clone());
+                let _ = tokio::task::spawn_blocking(move || slot.poll(&st)).await;
+            }
+        });
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let source = {

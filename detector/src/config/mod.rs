@@ -40,6 +40,25 @@ pub struct RawConfig {
     /// Parquet exports of features, scores and alerts (training input).
     #[serde(default)]
     pub export: RawExport,
+    /// The failure model and where new ones are picked up.
+    #[serde(default)]
+    pub models: RawModels,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModels {
+    /// Failure model artifact to start with (`forewarn train --out`);
+    /// `serve --model` overrides it. Default none: rules, trends and the
+    /// anomaly forest only.
+    pub failure: Option<PathBuf>,
+    /// Directory watched for new artifacts (`*.fwm`; the newest by
+    /// modification time wins). Write a new one under a temporary or
+    /// hidden name and rename it in. Default none.
+    pub dir: Option<PathBuf>,
+    /// Seconds between looks at `dir`. Default 10; 0 turns the watch off
+    /// (`POST /v1/models/reload` still works).
+    pub watch_interval_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -157,6 +176,12 @@ pub struct Config {
     pub checkpoint_every: Duration,
     /// Parquet exports (none: disabled).
     pub export: Option<crate::export::ExportSettings>,
+    /// Failure model to start with.
+    pub model_file: Option<PathBuf>,
+    /// Directory of new model artifacts.
+    pub model_dir: Option<PathBuf>,
+    /// How often `model_dir` is looked at (none: not watched).
+    pub model_watch_every: Option<Duration>,
 }
 
 /// A config problem, naming the key.
@@ -323,7 +348,18 @@ impl RawConfig {
                 feature_sample_every,
                 instance,
             });
+        let watch = self.models.watch_interval_s.unwrap_or(10.0);
+        if !(watch >= 0.0 && watch.is_finite()) {
+            return Err(err(
+                "models.watch_interval_s",
+                "must be a number of seconds >= 0 (0 = no watch)",
+            ));
+        }
         Ok(Config {
+            model_file: self.models.failure.clone(),
+            model_dir: self.models.dir.clone(),
+            model_watch_every: (watch > 0.0 && self.models.dir.is_some())
+                .then(|| Duration::from_secs_f64(watch)),
             export,
             checkpoint_dir,
             checkpoint_every: Duration::from_secs_f64(checkpoint_every),

@@ -110,6 +110,9 @@ pub(crate) enum ShardMsg {
     /// A command for the alert thread; shard 0 carries it on, in order
     /// with the data.
     Control(Option<Box<ControlRequest>>),
+    /// Score with this failure model from the next batch on (hot reload);
+    /// produces no output.
+    Model(Option<Arc<models::failure::FailureModel>>),
     /// End of input (handles may still hold senders, so closing the
     /// channel is not enough).
     Stop,
@@ -171,6 +174,19 @@ impl PipelineHandle {
         }
         rx.recv()
             .map_err(|_| anyhow::anyhow!("the alert thread stopped before answering"))
+    }
+
+    /// Hands a new failure model to every shard, in order with the data.
+    pub fn set_model(
+        &self,
+        model: Option<Arc<models::failure::FailureModel>>,
+    ) -> anyhow::Result<()> {
+        for input in &self.inputs {
+            input
+                .send(ShardMsg::Model(model.clone()))
+                .map_err(|_| anyhow::anyhow!("the pipeline stopped"))?;
+        }
+        Ok(())
     }
 
     /// Requests a checkpoint and waits for it.
@@ -263,6 +279,12 @@ impl Pipeline {
                             ShardMsg::Control(req) => {
                                 out.is_control = true;
                                 out.control = req;
+                            }
+                            ShardMsg::Model(m) => {
+                                // Every shard skips its output alike, so the
+                                // alert thread's rounds stay aligned.
+                                shard.set_failure_model(m);
+                                continue;
                             }
                             ShardMsg::Stop => break,
                         }

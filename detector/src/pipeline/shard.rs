@@ -123,6 +123,9 @@ impl Shard {
 
     /// Scores rows with `model` from now on (None: trends and rules only).
     pub fn set_failure_model(&mut self, model: Option<Arc<FailureModel>>) {
+        if let Some(x) = &mut self.export {
+            x.set_model_version(crate::reload::version_of(model.as_deref()));
+        }
         self.predict.set_model(model);
     }
 
