@@ -19,6 +19,7 @@ pub mod config;
 pub mod export;
 pub mod metrics;
 pub mod pipeline;
+pub mod priority;
 pub mod progress;
 pub mod reload;
 pub mod sources;

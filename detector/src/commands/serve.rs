@@ -105,6 +105,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     if let Some(m) = &args.model {
         cfg.model_file = Some(m.clone());
     }
+    crate::priority::set_pipeline_nice(cfg.nice);
     if args.shadow {
         cfg.alerts.route.set_shadow_all();
         tracing::info!(
@@ -272,6 +273,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         std::thread::Builder::new()
             .name("source".into())
             .spawn(move || -> anyhow::Result<()> {
+                crate::priority::apply_to_current_thread();
                 let mut dead = DeadLetters::open(cfg.dead_letter_file.as_deref())?;
                 let result = run_source(&cfg, resume, &state, &stop, &mut dead, &mut pipeline);
                 let (summary, _) = pipeline.finish()?;

@@ -130,6 +130,10 @@ pub struct RawPipeline {
     pub shards: Option<usize>,
     /// Seed of every model's randomness. Default 17.
     pub seed: Option<u64>,
+    /// Nice value (0–19) of the pipeline threads under `serve`, so REST
+    /// lookups are served first when ingest keeps every core busy.
+    /// Default 10; 0 leaves them at the process's priority.
+    pub nice: Option<i32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -166,6 +170,8 @@ pub struct Config {
     pub dead_letter_file: Option<PathBuf>,
     pub shards: usize,
     pub seed: u64,
+    /// Nice value of the pipeline threads (`serve`).
+    pub nice: i32,
     pub features: FeatureConfig,
     pub alerts: alerts::Config,
     pub listen: SocketAddr,
@@ -288,6 +294,10 @@ impl RawConfig {
                 ));
             }
         };
+        let nice = self.pipeline.nice.unwrap_or(10);
+        if !(0..=19).contains(&nice) {
+            return Err(err("pipeline.nice", "must be between 0 and 19"));
+        }
         let shards = self.pipeline.shards.unwrap_or(2);
         if !(1..=256).contains(&shards) {
             return Err(err("pipeline.shards", "must be between 1 and 256"));
@@ -366,6 +376,7 @@ impl RawConfig {
             source,
             dead_letter_file: s.dead_letter_file.clone(),
             shards,
+            nice,
             seed: self.pipeline.seed.unwrap_or(17),
             features,
             alerts,

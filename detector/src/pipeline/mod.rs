@@ -261,6 +261,7 @@ impl Pipeline {
             let handle = std::thread::Builder::new()
                 .name(format!("shard-{}", shard.id))
                 .spawn(move || {
+                    crate::priority::apply_to_current_thread();
                     for msg in rx {
                         let mut out = ShardOutput::default();
                         match msg {
@@ -312,7 +313,10 @@ impl Pipeline {
         };
         let alert = std::thread::Builder::new()
             .name("alerts".into())
-            .spawn(move || thread.run())
+            .spawn(move || {
+                crate::priority::apply_to_current_thread();
+                thread.run()
+            })
             .context("spawning the alert thread")?;
         Ok(Pipeline {
             inputs,

@@ -146,7 +146,13 @@ impl ConsumerContext for Ctx {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(tpl) = rebalance else {
             if let Rebalance::Assign(tpl) = rebalance {
-                tracing::info!(partitions = tpl.count(), "partitions assigned");
+                if tpl.count() == 0 {
+                    tracing::warn!(
+                        "assigned no partitions: other members hold them all (if this is the only instance, the group still counts a dead member until its session.timeout.ms ends)"
+                    );
+                } else {
+                    tracing::info!(partitions = tpl.count(), "partitions assigned");
+                }
                 let parts: Vec<(String, i32)> = tpl
                     .elements()
                     .iter()
@@ -225,7 +231,11 @@ pub fn client_config(s: &KafkaSettings) -> ClientConfig {
         // (librdkafka's 45 s default keeps a dead member's partitions idle).
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "2000")
-        .set("enable.partition.eof", "false");
+        .set("enable.partition.eof", "false")
+        // The group leader re-checks partition counts this often and
+        // rebalances when they change (a topic unknown at join time would
+        // otherwise stay unassigned for librdkafka's 5 min default).
+        .set("topic.metadata.refresh.interval.ms", "10000");
     for (k, v) in &s.options {
         c.set(k, v);
     }
