@@ -6,6 +6,7 @@
 #
 #   scripts/broker.sh install            build tansu if $FOREWARN_TOOLS/bin/tansu is missing (~15 min)
 #   scripts/broker.sh start PORT DIR     start on 127.0.0.1:PORT with data in DIR; PID in DIR/tansu.pid
+#                                        ($FOREWARN_BROKER_STORAGE overrides the storage URL, e.g. memory://)
 #   scripts/broker.sh stop DIR           stop the broker started with DIR
 #   scripts/broker.sh path               print the binary's path
 #
@@ -37,7 +38,7 @@ case "${1:-}" in
     (cd "$dir" && exec "$TANSU" broker \
       --listener-url "tcp://127.0.0.1:$port" \
       --advertised-listener-url "tcp://127.0.0.1:$port" \
-      --storage-engine "sqlite://tansu.db" >tansu.log 2>&1) &
+      --storage-engine "${FOREWARN_BROKER_STORAGE:-sqlite://tansu.db}" >tansu.log 2>&1) &
     echo $! >"$dir/tansu.pid"
     for _ in $(seq 1 100); do
       if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then

@@ -17,6 +17,8 @@
 //! ([`crate::checkpoint`]). No locks, no pause of the hot path.
 
 pub mod alerting;
+#[cfg(test)]
+mod restart_tests;
 pub mod shard;
 
 use std::sync::Arc;

@@ -440,6 +440,12 @@ pub fn run(
                 .samples_in
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
             let b = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            // The horizon from before this batch: every partition's samples
+            // up to it are already in the shards. Including the batch would
+            // let silence be judged at its end while its own samples (the
+            // host peers that show a GPU is lost, not its host) are still
+            // unprocessed.
+            let horizon = shared.horizon();
             if let Ok(mut sent) = shared.sent.lock() {
                 sent.append(&mut batch_offsets);
             }
@@ -450,7 +456,7 @@ pub fn run(
                     *e = (e.0.max(t), now);
                 }
             }
-            pipeline.send_from(b, batch_origin.take(), shared.horizon())?;
+            pipeline.send_from(b, batch_origin.take(), horizon)?;
             batch_offsets.clear();
             dirty = true;
         }
