@@ -3,7 +3,7 @@
 //! Written by the alert stage once per shard batch under a short write lock;
 //! never held across `.await`; lookups never wait on scoring.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -35,6 +35,58 @@ pub struct GpuView {
 pub struct AlertView {
     pub active: BTreeMap<String, AlertEvent>,
     pub recent: VecDeque<AlertEvent>,
+    /// Dedup keys of active alerts by their `gpu` label, so one GPU's
+    /// alerts are found without scanning them all.
+    by_gpu: HashMap<String, BTreeSet<String>>,
+    /// Active alerts with no `gpu` label (host, rack, fleet scope).
+    wide: BTreeSet<String>,
+}
+
+impl AlertView {
+    fn insert(&mut self, e: &AlertEvent) {
+        match e.labels.get("gpu") {
+            Some(g) => {
+                self.by_gpu
+                    .entry(g.clone())
+                    .or_default()
+                    .insert(e.dedup_key.clone());
+            }
+            None => {
+                self.wide.insert(e.dedup_key.clone());
+            }
+        }
+        self.active.insert(e.dedup_key.clone(), e.clone());
+    }
+
+    fn remove(&mut self, key: &str) {
+        let Some(e) = self.active.remove(key) else {
+            return;
+        };
+        match e.labels.get("gpu") {
+            Some(g) => {
+                if let Some(set) = self.by_gpu.get_mut(g) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.by_gpu.remove(g);
+                    }
+                }
+            }
+            None => {
+                self.wide.remove(key);
+            }
+        }
+    }
+
+    /// Active alerts about `gpu`: its own, and wider ones naming it.
+    pub fn for_gpu(&self, gpu: &str) -> Vec<&AlertEvent> {
+        let own = self.by_gpu.get(gpu).into_iter().flatten();
+        let wide = self.wide.iter().filter(|k| {
+            self.active
+                .get(*k)
+                .is_some_and(|e| e.reasons.iter().any(|r| r.detail.contains(gpu)))
+        });
+        own.chain(wide).filter_map(|k| self.active.get(k)).collect()
+    }
 }
 
 /// Everything shared between the pipeline and the API.
@@ -154,12 +206,8 @@ impl SharedState {
         for e in events {
             self.metrics.alert_event(e);
             match e.status {
-                Status::Firing => {
-                    view.active.insert(e.dedup_key.clone(), e.clone());
-                }
-                Status::Resolved => {
-                    view.active.remove(&e.dedup_key);
-                }
+                Status::Firing => view.insert(e),
+                Status::Resolved => view.remove(&e.dedup_key),
             }
             if view.recent.len() == RECENT_EVENTS {
                 view.recent.pop_front();

@@ -120,12 +120,8 @@ pub async fn one(
         .alerts
         .read()
         .map_err(|_| ApiError::Internal("alert lock poisoned".into()))?
-        .active
-        .values()
-        .filter(|e| {
-            e.labels.get("gpu").is_some_and(|g| *g == uuid)
-                || e.reasons.iter().any(|r| r.detail.contains(&uuid))
-        })
+        .for_gpu(&uuid)
+        .into_iter()
         .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
         .collect();
     let a = &view.latest;

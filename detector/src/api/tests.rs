@@ -108,6 +108,45 @@ async fn one_gpu_has_reasons_components_and_history() {
     let (st, body) = get(&s, "/v1/gpus/GPU-zzz").await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     assert!(body["error"].as_str().expect("error").contains("GPU-zzz"));
+
+    // Active alerts: the GPU's own, and a rack incident naming it.
+    let event = |key: &str, gpu: Option<&str>, status, member: &str| alerts::AlertEvent {
+        ts: 500_000,
+        status,
+        severity: alerts::Severity::Critical,
+        kind: "thermal".into(),
+        scope: if gpu.is_some() {
+            alerts::Scope::Gpu
+        } else {
+            alerts::Scope::Rack
+        },
+        labels: gpu
+            .map(|g| [("gpu".to_owned(), g.to_owned())].into())
+            .unwrap_or_default(),
+        dedup_key: key.into(),
+        summary: "s".into(),
+        risk: 0.9,
+        eta_hours: None,
+        reasons: vec![alerts::Reason {
+            signal: "member".into(),
+            detail: member.into(),
+        }],
+    };
+    use alerts::Status::{Firing, Resolved};
+    s.record_alerts(&[
+        event("k/GPU-a", Some("GPU-a"), Firing, ""),
+        event("k/GPU-b", Some("GPU-b"), Firing, ""),
+        event("k/rack", None, Firing, "GPU-a hot"),
+    ]);
+    let (_, body) = get(&s, "/v1/gpus/GPU-a").await;
+    assert_eq!(body["active_alerts"].as_array().expect("alerts").len(), 2);
+    s.record_alerts(&[event("k/GPU-a", Some("GPU-a"), Resolved, "")]);
+    let (_, body) = get(&s, "/v1/gpus/GPU-a").await;
+    let active = body["active_alerts"].as_array().expect("alerts");
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0]["dedup_key"], "k/rack");
+    let (_, body) = get(&s, "/v1/gpus/GPU-b").await;
+    assert_eq!(body["active_alerts"].as_array().expect("alerts").len(), 1);
 }
 
 #[tokio::test]
