@@ -249,7 +249,7 @@ fn loaded(s: &mut ModelStatus, path: &Path, m: &FailureModel) {
 mod tests {
     use super::*;
     use crate::pipeline::alerting::AlertStage;
-    use crate::pipeline::{AlertSink, Pipeline, PipelineConfig};
+    use crate::pipeline::{AlertSink, Pipeline};
     use models::failure::{Gbdt, INPUT_WIDTH, Logistic, Platt, TrainingMeta};
 
     struct Null;
@@ -297,20 +297,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fw-models-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
-        let cfg = crate::config::RawConfig::default()
-            .validate()
-            .expect("defaults");
+        let (cfg, pcfg) = crate::pipeline::restart_tests::test_config(1);
         let state = crate::state::SharedState::new();
         let slot = ModelSlot::new(None, Some(dir.clone()));
         assert!(slot.initial(&state).expect("empty dir is fine").is_none());
         assert_eq!(state.model_version(), BUILTIN_VERSION);
 
-        let pcfg = PipelineConfig {
-            shards: 2,
-            features: cfg.features.clone(),
-            seed: 1,
-            failure_model: None,
-        };
         let stage = AlertStage::new(alerts::AlertEngine::new(cfg.alerts.engine.clone()));
         let mut p = Pipeline::start(
             pcfg.new_shards().expect("shards"),

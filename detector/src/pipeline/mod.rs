@@ -18,7 +18,7 @@
 
 pub mod alerting;
 #[cfg(test)]
-mod restart_tests;
+pub(crate) mod restart_tests;
 pub mod shard;
 
 use std::sync::Arc;
@@ -570,15 +570,7 @@ mod tests {
 
     #[test]
     fn silences_reach_the_engine_in_order_and_a_checkpoint_restores_them() {
-        let cfg = crate::config::RawConfig::default()
-            .validate()
-            .expect("defaults");
-        let pcfg = PipelineConfig {
-            shards: 2,
-            features: cfg.features.clone(),
-            seed: 1,
-            failure_model: None,
-        };
+        let (cfg, pcfg) = super::restart_tests::test_config(1);
         let dir = std::env::temp_dir().join(format!("fw-pipe-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let state = crate::state::SharedState::new();

@@ -54,6 +54,38 @@ fn fleet() -> Vec<Vec<Sample>> {
     ticks
 }
 
+/// The default config and a 2-shard pipeline config (also used by the
+/// pipeline's own tests).
+pub(crate) fn test_config(seed: u64) -> (crate::config::Config, PipelineConfig) {
+    let cfg = crate::config::RawConfig::default()
+        .validate()
+        .expect("defaults");
+    let pcfg = PipelineConfig {
+        shards: 2,
+        features: cfg.features.clone(),
+        seed,
+        failure_model: None,
+    };
+    (cfg, pcfg)
+}
+
+/// Shards and alert stage from the newest checkpoint in `dir`.
+fn restore(dir: &std::path::Path, cfg: &crate::config::Config) -> (Vec<Shard>, AlertStage) {
+    let ckpt = CheckpointStore::open(dir)
+        .expect("store")
+        .latest()
+        .expect("read")
+        .expect("a checkpoint");
+    let shards = ckpt
+        .shards
+        .iter()
+        .map(|b| Shard::restore(b))
+        .collect::<anyhow::Result<Vec<_>>>()
+        .expect("shards");
+    let stage = AlertStage::restore(cfg.alerts.engine.clone(), &ckpt.stage).expect("stage");
+    (shards, stage)
+}
+
 fn start(
     shards: Vec<Shard>,
     stage: AlertStage,
@@ -71,26 +103,23 @@ fn start(
     (p, sink)
 }
 
-#[test]
-fn a_restored_pipeline_alerts_exactly_like_an_uninterrupted_one() {
-    let cfg = crate::config::RawConfig::default()
-        .validate()
-        .expect("defaults");
-    let pcfg = PipelineConfig {
-        shards: 2,
-        features: cfg.features.clone(),
-        seed: cfg.seed,
-        failure_model: None,
-    };
-    let engine = || AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone()));
-    let ticks = fleet();
-
-    let (mut p, sink) = start(pcfg.new_shards().expect("shards"), engine(), None);
-    for t in &ticks {
+/// The alert events of one uninterrupted run over `ticks`, in order.
+fn uninterrupted(pcfg: &PipelineConfig, stage: AlertStage, ticks: &[Vec<Sample>]) -> Vec<String> {
+    let (mut p, sink) = start(pcfg.new_shards().expect("shards"), stage, None);
+    for t in ticks {
         p.send(t.clone()).expect("send");
     }
     p.finish().expect("finish");
-    let reference = sink.take();
+    sink.take()
+}
+
+#[test]
+fn a_restored_pipeline_alerts_exactly_like_an_uninterrupted_one() {
+    let (cfg, pcfg) = test_config(17);
+    let engine = || AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone()));
+    let ticks = fleet();
+
+    let reference = uninterrupted(&pcfg, engine(), &ticks);
     assert!(
         reference.iter().any(|e| e.contains("\"critical\"")),
         "the fleet pages"
@@ -111,18 +140,7 @@ fn a_restored_pipeline_alerts_exactly_like_an_uninterrupted_one() {
         let mut got = sink.take();
         p.finish().expect("finish");
 
-        let ckpt = CheckpointStore::open(&dir)
-            .expect("store")
-            .latest()
-            .expect("read")
-            .expect("a checkpoint");
-        let shards = ckpt
-            .shards
-            .iter()
-            .map(|b| Shard::restore(b))
-            .collect::<anyhow::Result<Vec<_>>>()
-            .expect("shards");
-        let stage = AlertStage::restore(cfg.alerts.engine.clone(), &ckpt.stage).expect("stage");
+        let (shards, stage) = restore(&dir, &cfg);
         let (mut p, sink) = start(shards, stage, None);
         for t in &ticks[split..] {
             p.send(t.clone()).expect("send");
@@ -200,29 +218,16 @@ fn partitioned(ticks: &[Vec<Sample>], k: usize) -> Vec<(Vec<Sample>, Option<i64>
 
 #[test]
 fn partitioned_arrival_alerts_like_the_file() {
-    let cfg = crate::config::RawConfig::default()
-        .validate()
-        .expect("defaults");
-    let pcfg = PipelineConfig {
-        shards: 2,
-        features: cfg.features.clone(),
-        seed: cfg.seed,
-        failure_model: None,
-    };
+    let (cfg, pcfg) = test_config(17);
     let engine = || AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone()));
     let ticks = fleet();
-    let (mut p, sink) = start(pcfg.new_shards().expect("shards"), engine(), None);
-    for t in &ticks {
-        p.send(t.clone()).expect("send");
-    }
-    p.finish().expect("finish");
+    let all = uninterrupted(&pcfg, engine(), &ticks);
     let key = |line: &String| -> Option<String> {
         let v: serde_json::Value = serde_json::from_str(line).ok()?;
         (v["status"] == "firing" && v["severity"] == "critical")
             .then(|| v["dedup_key"].as_str().unwrap_or("").to_owned())
     };
-    let reference: std::collections::BTreeSet<String> =
-        sink.take().iter().filter_map(key).collect();
+    let reference: std::collections::BTreeSet<String> = all.iter().filter_map(key).collect();
     for k in [4, 16, 60] {
         let (mut p, sink) = start(pcfg.new_shards().expect("shards"), engine(), None);
         for (batch, horizon) in partitioned(&ticks, k) {
@@ -248,18 +253,7 @@ fn partitioned_arrival_alerts_like_the_file() {
         let mut got: std::collections::BTreeSet<String> =
             sink.take().iter().filter_map(key).collect();
         p.finish().expect("finish");
-        let ckpt = CheckpointStore::open(&dir)
-            .expect("store")
-            .latest()
-            .expect("read")
-            .expect("a checkpoint");
-        let shards = ckpt
-            .shards
-            .iter()
-            .map(|b| Shard::restore(b))
-            .collect::<anyhow::Result<Vec<_>>>()
-            .expect("shards");
-        let stage = AlertStage::restore(cfg.alerts.engine.clone(), &ckpt.stage).expect("stage");
+        let (shards, stage) = restore(&dir, &cfg);
         let (mut p, sink) = start(shards, stage, None);
         for (batch, horizon) in &batches[split..] {
             p.send_from(batch.clone(), None, *horizon).expect("send");
