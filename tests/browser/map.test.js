@@ -212,7 +212,7 @@ async function bench() {
     const runs = [];
     for (let k = 0; k < 3; k++) {
       await page.goto(`${srv.base}/`, { waitUntil: 'load' });
-      await page.waitForFunction((n) => window.__fwPerf.firstDrawMs !== null && window.fw.n >= 0.99 * n, +gpus, { timeout: 60_000 });
+      await page.waitForFunction((n) => window.__fwPerf.navToPaintMs && window.fw.n >= 0.99 * n, +gpus, { timeout: 60_000 });
       await page.waitForFunction(() => window.__fwPerf.updates.length >= 8, null, { timeout: 120_000 });
       runs.push(await page.evaluate(() => JSON.parse(JSON.stringify(window.__fwPerf))));
     }
@@ -221,12 +221,17 @@ async function bench() {
       const u = p.updates;
       const max = (f) => Math.max(...u.map(f));
       const med = (f) => { const v = u.map(f).sort((a, b) => a - b); return v[v.length >> 1]; };
+      const r1 = (x) => +x.toFixed(1);
       return {
-        navToFirstDrawMs: +p.navToFirstDrawMs.toFixed(1), layoutFetchMs: +p.layoutMs.toFixed(1),
-        statesFetchMs: +p.firstStatesMs.toFixed(1), firstDrawMs: +p.firstDrawMs.toFixed(1),
+        navToPaintMs: r1(p.navToPaintMs), paintedBy: p.paintedBy, navToFirstDrawMs: r1(p.navToFirstDrawMs),
+        scriptStartMs: r1(p.startMs), layoutAtMs: r1(p.layoutAtMs), statesAtMs: r1(p.statesAtMs),
+        indexMs: r1(p.indexMs), drawMs: r1(p.drawMs), firstDrawMs: r1(p.firstDrawMs),
+        layoutBytes: p.layoutBytes, statesBytes: p.statesBytes,
         updates: u.length, cellsMedian: med((x) => x.cells), cellsMax: max((x) => x.cells),
-        updateDrawMedianMs: +med((x) => x.drawMs).toFixed(1), updateDrawMaxMs: +max((x) => x.drawMs).toFixed(1),
-        updateTotalMedianMs: +med((x) => x.totalMs).toFixed(1), updateTotalMaxMs: +max((x) => x.totalMs).toFixed(1),
+        updateFetchMedianMs: r1(med((x) => x.fetchMs)), updateFetchMaxMs: r1(max((x) => x.fetchMs)),
+        updateDrawMedianMs: r1(med((x) => x.drawMs)), updateDrawMaxMs: r1(max((x) => x.drawMs)),
+        updatePanelMedianMs: r1(med((x) => x.panelMs)), updatePanelMaxMs: r1(max((x) => x.panelMs)),
+        updateTotalMedianMs: r1(med((x) => x.totalMs)), updateTotalMaxMs: r1(max((x) => x.totalMs)),
       };
     });
     console.log(JSON.stringify({ gpus: +gpus, runs: out }, null, 1));

@@ -1,20 +1,24 @@
 //! The fleet map: `GET /` serves one self-contained page (HTML, CSS and JS
 //! compiled into the binary, nothing fetched from elsewhere) that draws
-//! every GPU as a cell of one canvas; `GET /v1/map` gives it the layout once
-//! and `GET /v1/map/states?since=v` the cells changed since version `v` as
-//! compact arrays ([`cache`]). Drill-down uses the existing
-//! `/v1/gpus/{uuid}` and `/v1/alerts`.
+//! every GPU as a cell of one canvas; `GET /v1/map` gives it the layout and
+//! `GET /v1/map/states?since=v` the cells changed since version `v`, each
+//! as one binary frame of columns ([`frame`]) built from the map's own
+//! cache ([`cache`]) and answered from its latest snapshot ([`hub`]).
+//! Drill-down uses the existing `/v1/gpus/{uuid}` and `/v1/alerts`.
 //!
-//! Reads [`SharedState::gpus`] only; keeps its own cache, so the pipeline
-//! and the rest of the API know nothing of it.
+//! Reads [`SharedState::gpus`](crate::state::SharedState) only, off the
+//! request path; the pipeline and the rest of the API know nothing of it.
 
 mod cache;
+mod frame;
+mod hub;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{Query, State as AxState};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -23,25 +27,23 @@ use serde::Deserialize;
 
 use super::ApiError;
 use crate::state::State;
-use cache::MapCache;
+use hub::Hub;
 
 const INDEX_HTML: &str = include_str!("../ui/index.html");
 const APP_JS: &str = include_str!("../ui/app.js");
 const STYLE_CSS: &str = include_str!("../ui/style.css");
 const PANEL_JS: &str = include_str!("../ui/panel.js");
 
-/// What the map's handlers share: the pipeline's state and the cache.
+/// What the map's handlers share: the cache and its latest snapshot.
 #[derive(Clone)]
 pub struct MapState {
-    shared: State,
-    cache: Arc<Mutex<MapCache>>,
+    hub: Arc<Hub>,
 }
 
 /// The map's routes, with their own state, ready to merge into the app.
 pub fn router<S: Clone + Send + Sync + 'static>(shared: State) -> Router<S> {
     let st = MapState {
-        shared,
-        cache: Arc::new(Mutex::new(MapCache::default())),
+        hub: Hub::new(shared),
     };
     Router::new()
         .route("/", get(index))
@@ -80,33 +82,23 @@ async fn style_css() -> Response {
     asset("text/css; charset=utf-8", STYLE_CSS)
 }
 
-/// Refreshes the cache from the risk table (read lock only, throttled).
-fn refreshed(st: &MapState, force: bool) -> Result<std::sync::MutexGuard<'_, MapCache>, ApiError> {
-    let mut cache = st
-        .cache
-        .lock()
-        .map_err(|_| ApiError::Internal("map cache lock poisoned".into()))?;
-    let gpus = st
-        .shared
-        .gpus
-        .read()
-        .map_err(|_| ApiError::Internal("risk table lock poisoned".into()))?;
-    cache.refresh(gpus.len(), || gpus.iter(), force);
-    Ok(cache)
+/// A frame as the answer; never cached by the browser (the page asks
+/// for what changed since the version it holds).
+fn frame_body(body: Bytes) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "application/octet-stream"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
-fn json_body(body: String) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-/// `GET /v1/map`: the layout (names and cell order).
+/// `GET /v1/map`: the layout (names and cell order), encoded once per
+/// layout version and shared by every request.
 async fn layout(AxState(st): AxState<MapState>) -> Result<Response, ApiError> {
-    let mut cache = refreshed(&st, false)?;
-    let json = cache
-        .layout_json()
-        .map_err(|e| ApiError::Internal(format!("serializing the map layout: {e}")))?;
-    drop(cache);
-    Ok(json_body(String::clone(&json)))
+    Ok(frame_body(st.hub.snapshot().await?.layout.clone()))
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -121,8 +113,7 @@ async fn states(
     AxState(st): AxState<MapState>,
     Query(q): Query<StatesQuery>,
 ) -> Result<Response, ApiError> {
-    let delta = refreshed(&st, false)?.delta(q.since.unwrap_or(0));
-    let body = serde_json::to_string(&delta)
-        .map_err(|e| ApiError::Internal(format!("serializing map states: {e}")))?;
-    Ok(json_body(body))
+    let snap = st.hub.snapshot().await?;
+    let delta = snap.cells.delta(q.since.unwrap_or(0));
+    Ok(frame_body(frame::states(&delta)))
 }

@@ -34,16 +34,61 @@ window.__fwPerf = fw.perf;
 const canvas = $('map');
 const ctx = canvas.getContext('2d', { alpha: false });
 
-async function getJSON(url) {
-  const r = await fetch(url, { cache: 'no-store' });
+// ---- the wire format: one binary frame per answer (frame.rs) --------------
+// "FWM1", u32 header length, a JSON header whose `cols` lists the columns,
+// then each column (little-endian), each padded to 8 bytes. Columns become
+// typed arrays over the response buffer: nothing is parsed per GPU.
+
+const MAGIC = 0x314d5746; // "FWM1" read as a little-endian u32
+const KINDS = { u8: Uint8Array, u32: Uint32Array };
+const LITTLE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+const utf8 = new TextDecoder();
+
+// `url`, or a fetch of it already under way (see index.html).
+async function getFrame(url, started) {
+  const r = await (started || fetch(url, { cache: 'no-store' }));
   if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
-  return r.json();
+  const buf = await r.arrayBuffer();
+  const dv = new DataView(buf);
+  if (buf.byteLength < 8 || dv.getUint32(0, true) !== MAGIC) throw new Error(`${url}: not a map frame`);
+  if (!LITTLE) throw new Error('big-endian browsers are not supported');
+  const hlen = dv.getUint32(4, true);
+  const head = JSON.parse(utf8.decode(new Uint8Array(buf, 8, hlen)));
+  let off = (8 + hlen + 7) & ~7;
+  for (const c of head.cols) {
+    const T = KINDS[c.type];
+    head[c.name] = new T(buf, off, c.len);
+    off = (off + c.len * T.BYTES_PER_ELEMENT + 7) & ~7;
+  }
+  return head;
 }
+
+// GPU ids from the frame's back-to-back UTF-8: one decode, then slices
+// (ASCII, the usual case) or one decode per id. Only search and lookups by
+// id need them all (layout.gpu_ids, built on first use); hover and the
+// panel decode one (fw.idOf).
+function gpuIds(bytes, ends) {
+  const n = ends.length, out = new Array(n);
+  const all = utf8.decode(bytes);
+  if (all.length === bytes.length) {
+    for (let i = 0, from = 0; i < n; i++) { out[i] = all.slice(from, ends[i]); from = ends[i]; }
+  } else {
+    for (let i = 0, from = 0; i < n; i++) { out[i] = utf8.decode(bytes.subarray(from, ends[i])); from = ends[i]; }
+  }
+  return out;
+}
+
+fw.idOf = (i) => {
+  const l = fw.layout, e = l.gpu_id_end;
+  return utf8.decode(l.gpu_id_bytes.subarray(i ? e[i - 1] : 0, e[i]));
+};
 
 // ---- layout: group index ranges and geometry ---------------------------
 
 function indexLayout(l) {
-  const n = l.gpu_ids.length;
+  const n = l.n;
+  let ids = null;
+  Object.defineProperty(l, 'gpu_ids', { get: () => ids || (ids = gpuIds(l.gpu_id_bytes, l.gpu_id_end)) });
   fw.layout = l; fw.n = n; fw.layoutVersion = l.layout_version;
   fw.st = new Uint8Array(n).fill(255); fw.risk = new Uint8Array(n); fw.job = new Uint32Array(n);
   fw.match = new Uint8Array(n).fill(1);
@@ -52,15 +97,28 @@ function indexLayout(l) {
     const r = l.host_rack[l.gpu_host[i]];
     fw.gpuRack[i] = r; fw.gpuCluster[i] = l.rack_cluster[r];
   }
-  fw.idLower = l.gpu_ids.map((s) => s.toLowerCase());
-  fw.hostLower = l.host_names.map((s) => s.toLowerCase());
-  fw.byId = new Map(l.gpu_ids.map((id, i) => [id, i]));
+  // Built on first use (search, tests, incidents), not before the first draw.
+  fw.idLower = null; fw.hostLower = null; fw.byIdMap = null;
+}
+
+// The filter menus (a few thousand options at 100,000 GPUs), filled after
+// the first draw is on screen.
+function fillFilters() {
+  const l = fw.layout;
   fillOptions($('f-cluster'), l.clusters, 'all clusters');
   fillOptions($('f-model'), l.models, 'all models');
   fillRacks();
 }
 
-// Cluster → racks → hosts → first cell, from the sorted cell order.
+fw.indexOf = (uuid) => {
+  if (!fw.byIdMap) fw.byIdMap = new Map(fw.layout.gpu_ids.map((id, i) => [id, i]));
+  return fw.byIdMap.get(uuid);
+};
+
+// Cluster → racks → hosts → first cell, from the sorted cell order. Each
+// rack's hosts are split once into columns of MAX_HOSTS_PER_COL with the
+// sums the sizing needs, so trying a cell size costs a pass over racks,
+// not hosts.
 function groups() {
   const l = fw.layout, out = [];
   let c = null, r = null, h = null;
@@ -70,6 +128,18 @@ function groups() {
     if (!r || r.ri !== ri) { r = { ri, hosts: [] }; c.racks.push(r); h = null; }
     if (!h || h.hi !== hi) { h = { first: i, count: 0, hi }; r.hosts.push(h); }
     h.count++;
+  }
+  for (const cl of out) {
+    for (const rk of cl.racks) {
+      rk.cols = [];
+      rk.cells = 0; // widest host, in cells
+      for (let k = 0; k < rk.hosts.length; k += MAX_HOSTS_PER_COL) {
+        const hosts = rk.hosts.slice(k, k + MAX_HOSTS_PER_COL);
+        let rows = 0;
+        for (const ho of hosts) { rows += Math.ceil(ho.count / HOST_COLS); rk.cells = Math.max(rk.cells, Math.min(ho.count, HOST_COLS)); }
+        rk.cols.push({ hosts, rows });
+      }
+    }
   }
   return out;
 }
@@ -85,20 +155,14 @@ function geometry(G, s, W, place) {
   const rackPad = s >= 3 ? 2 : 0, rackGap = s >= 3 ? 3 : 1;
   const cPad = s >= 3 ? 4 : 1, cGap = s >= 3 ? 8 : 3;
   const labelH = s >= 3 ? Math.round(13 * fw.dpr) + 3 : 0;
-  const hostH = (h) => Math.ceil(h.count / HOST_COLS) * p;
   let x = 0, y = 0, rowH = 0;
   for (const c of G) {
     // Size the racks, then wrap them into rows inside the cluster.
     const boxes = c.racks.map((r) => {
-      const cols = [];
-      for (let k = 0; k < r.hosts.length; k += MAX_HOSTS_PER_COL) cols.push(r.hosts.slice(k, k + MAX_HOSTS_PER_COL));
-      let colW = 0, h = 0;
-      for (const col of cols) {
-        let hgt = -hostGap;
-        for (const host of col) { hgt += hostH(host) + hostGap; colW = Math.max(colW, Math.min(host.count, HOST_COLS) * p); }
-        h = Math.max(h, hgt);
-      }
-      return { cols, colW, w: cols.length * (colW + rackPad * 2) + (cols.length - 1) * rackGap, h: h + rackPad * 2 };
+      let h = 0;
+      for (const col of r.cols) h = Math.max(h, col.rows * p + (col.hosts.length - 1) * hostGap);
+      const colW = r.cells * p, n = r.cols.length;
+      return { cols: r.cols, colW, w: n * (colW + rackPad * 2) + (n - 1) * rackGap, h: h + rackPad * 2 };
     });
     const maxW = Math.max(1, W - 2 * cPad);
     let rx = 0, ry = 0, rh = 0, cw = 0;
@@ -118,12 +182,12 @@ function geometry(G, s, W, place) {
           const px = ox + cPad + b.x + ci * (b.colW + rackPad * 2 + rackGap), py = oy + cPad + b.y;
           fw.panels.push({ x: px, y: py, w: b.colW + rackPad * 2, h: b.h, bg: RACK_BG[k & 1] });
           let hy = py + rackPad;
-          for (const h of col) {
+          for (const h of col.hosts) {
             for (let j = 0; j < h.count; j++) {
               fw.cx[h.first + j] = px + rackPad + (j % HOST_COLS) * p;
               fw.cy[h.first + j] = hy + ((j / HOST_COLS) | 0) * p;
             }
-            hy += hostH(h) + hostGap;
+            hy += Math.ceil(h.count / HOST_COLS) * p + hostGap;
           }
         });
       });
@@ -159,14 +223,22 @@ function relayout() {
   canvas.style.height = `${H / dpr}px`;
   fw.img = ctx.createImageData(W, H);
   fw.buf = new Uint32Array(fw.img.data.buffer);
-  fw.hit = new Int32Array(W * H).fill(-1);
-  for (let i = 0; i < fw.n; i++) {
-    const x0 = fw.cx[i], y0 = fw.cy[i];
-    if (x0 + s > W) continue;
-    for (let y = y0; y < y0 + s; y++) fw.hit.fill(i, y * W + x0, y * W + x0 + s);
-  }
+  fw.hit = null; // built on the first pointer event (hitTable)
   fullDraw();
   placeMark();
+}
+
+// The pixel → cell table for hit-testing, built when first needed.
+function hitTable() {
+  if (fw.hit) return fw.hit;
+  const { W, H, s } = fw, hit = new Int32Array(W * H).fill(-1);
+  for (let i = 0; i < fw.n; i++) {
+    const x0 = fw.cx[i], y0 = fw.cy[i];
+    if (x0 + s > W || y0 + s > H) continue;
+    for (let y = y0; y < y0 + s; y++) hit.fill(i, y * W + x0, y * W + x0 + s);
+  }
+  fw.hit = hit;
+  return hit;
 }
 
 // ---- drawing -------------------------------------------------------------
@@ -211,9 +283,14 @@ function applyStates(d) {
     for (const j of d.jobs) fw.jobs.push(j);
   }
   const { idx, state, risk, job } = d;
-  for (let k = 0; k < idx.length; k++) {
-    const i = idx[k];
-    fw.st[i] = state[k]; fw.risk[i] = risk[k]; fw.job[i] = job[k];
+  if (d.full) {
+    // Every cell, in cell order.
+    fw.st.set(state); fw.risk.set(risk); fw.job.set(job);
+  } else {
+    for (let k = 0; k < idx.length; k++) {
+      const i = idx[k];
+      fw.st[i] = state[k]; fw.risk[i] = risk[k]; fw.job[i] = job[k];
+    }
   }
   fw.version = d.version;
 }
@@ -234,24 +311,48 @@ function paintChanged(idx) {
   }
 }
 
-async function loadLayout() {
-  indexLayout(await getJSON('/v1/map'));
-  fw.version = 0;
-}
+// The next frame, i.e. the canvas as drawn is on screen (headless
+// chromium renders frames too); a timer in case frames are throttled.
+const nextFrame = () => new Promise((r) => {
+  requestAnimationFrame(() => setTimeout(() => r('frame'), 0));
+  setTimeout(() => r('timer'), 500);
+});
 
-// Layout and every cell, then the first full draw (timed for the bench).
+// Layout and every cell (fetched in parallel, from the same snapshot
+// unless the layout changed in between), then the first full draw. Timed
+// for the bench: ms since navigation start of each step. The first time,
+// index.html has already started both fetches.
 async function firstLoad() {
   const t0 = performance.now();
-  await loadLayout();
+  let l, d, tl = 0, td = 0;
+  for (let tries = 0; ; tries++) {
+    const early = window.__fwFirst || [];
+    window.__fwFirst = null;
+    [l, d] = await Promise.all([
+      getFrame('/v1/map', early[0]).then((x) => { tl = performance.now(); return x; }),
+      getFrame('/v1/map/states?since=0', early[1]).then((x) => { td = performance.now(); return x; }),
+    ]);
+    if (l.layout_version === d.layout_version || tries === 2) break;
+  }
+  if (l.layout_version !== d.layout_version) throw new Error('the layout keeps changing; retrying');
   const t1 = performance.now();
-  applyStates(await getJSON('/v1/map/states?since=0'));
-  const t2 = performance.now();
+  indexLayout(l);
+  applyStates(d);
   recomputeMatch();
+  const t2 = performance.now();
   relayout();
   const t3 = performance.now();
-  if (fw.perf.firstDrawMs === null) {
-    Object.assign(fw.perf, { layoutMs: t1 - t0, firstStatesMs: t2 - t1, firstDrawMs: t3 - t2, navToFirstDrawMs: t3 });
+  const first = fw.perf.firstDrawMs === null;
+  if (first) {
+    Object.assign(fw.perf, {
+      startMs: t0, layoutAtMs: tl, statesAtMs: td, fetchedAtMs: t1,
+      indexMs: t2 - t1, drawMs: t3 - t2, firstDrawMs: t3 - t1, navToFirstDrawMs: t3,
+      layoutBytes: l.gpu_id_bytes.buffer.byteLength, statesBytes: d.state.buffer.byteLength,
+    });
   }
+  const how = await nextFrame();
+  if (first) Object.assign(fw.perf, { navToPaintMs: performance.now(), paintedBy: how });
+  fillFilters();
 }
 
 async function poll() {
@@ -260,16 +361,26 @@ async function poll() {
       await firstLoad();
     } else {
       const t0 = performance.now();
-      const d = await getJSON(`/v1/map/states?since=${fw.version}`);
+      const d = await getFrame(`/v1/map/states?since=${fw.version}`);
       const t1 = performance.now();
       if (d.layout_version !== fw.layoutVersion) {
         await firstLoad();
-      } else if (d.idx.length) {
+      } else if (d.full) {
+        applyStates(d);
+        recomputeMatch();
+        fullDraw();
+      } else if (d.n) {
         applyStates(d);
         paintChanged(d.idx);
         const t2 = performance.now();
-        fw.perf.updates.push({ cells: d.idx.length, fetchMs: t1 - t0, drawMs: t2 - t1, totalMs: t2 - t0 });
+        for (const f of fw.onUpdate) f();
+        const t3 = performance.now();
+        fw.perf.updates.push({ cells: d.n, fetchMs: t1 - t0, drawMs: t2 - t1, panelMs: t3 - t2, totalMs: t3 - t0 });
         if (fw.perf.updates.length > 200) fw.perf.updates.shift();
+        fw.ready = true;
+        $('status').textContent = `${fw.n.toLocaleString()} GPUs · v${fw.version}`;
+        setTimeout(poll, POLL_MS);
+        return;
       }
     }
     for (const f of fw.onUpdate) f();
@@ -304,6 +415,15 @@ function fillRacks() {
   fillOptions($('f-rack'), names, 'all racks', values);
 }
 
+// Lower-cased ids and host names for search, built on the first search.
+function lowerIds() {
+  if (!fw.idLower) {
+    fw.idLower = fw.layout.gpu_ids.map((x) => x.toLowerCase());
+    fw.hostLower = fw.layout.host_names.map((x) => x.toLowerCase());
+  }
+  return fw.idLower;
+}
+
 function matches(i) {
   const f = fw.filters, l = fw.layout;
   if (f.cluster !== '' && fw.gpuCluster[i] !== +f.cluster) return false;
@@ -311,7 +431,7 @@ function matches(i) {
   if (f.model !== '' && l.gpu_model[i] !== +f.model) return false;
   if (f.job !== '' && fw.jobs[fw.job[i]] !== f.job) return false;
   if (f.state !== '' && fw.st[i] !== +f.state) return false;
-  if (f.q !== '' && !fw.idLower[i].includes(f.q) && !fw.hostLower[l.gpu_host[i]].includes(f.q)) return false;
+  if (f.q !== '' && !lowerIds()[i].includes(f.q) && !fw.hostLower[l.gpu_host[i]].includes(f.q)) return false;
   return true;
 }
 
@@ -349,11 +469,12 @@ fw.setFilter = setFilter;
 function cellAtEvent(ev) {
   const r = canvas.getBoundingClientRect();
   const x = Math.floor((ev.clientX - r.left) * fw.dpr), y = Math.floor((ev.clientY - r.top) * fw.dpr);
-  if (!fw.hit || x < 0 || y < 0 || x >= fw.W || y >= fw.H) return -1;
+  if (!fw.layout || !fw.buf || x < 0 || y < 0 || x >= fw.W || y >= fw.H) return -1;
+  const hit = hitTable();
   // Tiny cells: also accept a pointer a pixel or two off.
   for (const [dx, dy] of [[0, 0], [1, 0], [0, 1], [-1, 0], [0, -1], [1, 1], [-1, -1], [2, 0], [0, 2]]) {
     const xx = x + dx, yy = y + dy;
-    if (xx >= 0 && yy >= 0 && xx < fw.W && yy < fw.H && fw.hit[yy * fw.W + xx] >= 0) return fw.hit[yy * fw.W + xx];
+    if (xx >= 0 && yy >= 0 && xx < fw.W && yy < fw.H && hit[yy * fw.W + xx] >= 0) return hit[yy * fw.W + xx];
   }
   return -1;
 }
@@ -374,7 +495,7 @@ function placeMark() {
 fw.describe = (i) => {
   const l = fw.layout, st = fw.st[i];
   return {
-    gpu: l.gpu_ids[i], host: l.host_names[l.gpu_host[i]], rack: l.rack_names[fw.gpuRack[i]],
+    gpu: fw.idOf(i), host: l.host_names[l.gpu_host[i]], rack: l.rack_names[fw.gpuRack[i]],
     cluster: l.clusters[fw.gpuCluster[i]], model: l.models[l.gpu_model[i]],
     job: fw.jobs[fw.job[i]] || '', risk: fw.risk[i] / 100, state: STATES[st] || 'unknown',
   };
@@ -406,7 +527,7 @@ fw.select = (i) => {
 
 // For tests and benchmarks: where a GPU is drawn, and the pixel there.
 fw.cellOf = (uuid) => {
-  const i = fw.byId ? fw.byId.get(uuid) : undefined;
+  const i = fw.layout ? fw.indexOf(uuid) : undefined;
   if (i === undefined) return null;
   const b = cellBox(i), r = canvas.getBoundingClientRect();
   const px = ctx.getImageData(fw.cx[i], fw.cy[i], 1, 1).data;

@@ -79,7 +79,7 @@
     const a = li && alerts[+li.dataset.k];
     if (!a || !fw.layout) return;
     const lab = a.labels || {};
-    if (a.scope === 'gpu' && lab.gpu && fw.byId.has(lab.gpu)) { fw.select(fw.byId.get(lab.gpu)); return; }
+    if (a.scope === 'gpu' && lab.gpu && fw.indexOf(lab.gpu) !== undefined) { fw.select(fw.indexOf(lab.gpu)); return; }
     if (a.scope === 'host' && lab.host) { $('search').value = lab.host; fw.setFilter('state', ''); return; }
     if (a.scope === 'job' && lab.job) { fillJobs(); fw.setFilter('job', lab.job); return; }
     const ci = fw.layout.clusters.indexOf(lab.cluster);
@@ -181,7 +181,7 @@
 
   async function refreshPanel() {
     if (openIndex < 0) return;
-    const seq = ++openSeq, id = fw.layout.gpu_ids[openIndex];
+    const seq = ++openSeq, id = fw.idOf(openIndex);
     try {
       const r = await fetch(`/v1/gpus/${encodeURIComponent(id)}`, { cache: 'no-store' });
       if (!r.ok) throw new Error(`HTTP ${r.status}`);
@@ -200,7 +200,7 @@
 
   fw.openPanel = (i) => {
     openIndex = i;
-    $('p-title').textContent = fw.layout.gpu_ids[i];
+    $('p-title').textContent = fw.idOf(i);
     $('p-body').innerHTML = '<p class="muted">loading…</p>';
     $('panel').hidden = false;
     refreshPanel();
