@@ -15,7 +15,8 @@
 //!   benign event that explains it (same host / job, within 30 min after)
 //!   or counted as unexplained.
 //! - A straggler is flagged by a `straggler` alert on its GPU between onset
-//!   and end + 30 min; straggler precision is flagged-true / all
+//!   and end + 30 min, timed from the later of onset and the end of the
+//!   pipeline's 1 h warm-up; straggler precision is flagged-true / all
 //!   `straggler` alerts.
 
 use std::collections::{BTreeMap, HashMap};
@@ -214,10 +215,13 @@ fn outcome(
             .filter(|a| a.kind == "straggler" && a.ts >= l.onset_ms && a.ts <= end)
             .map(|a| a.ts)
             .min();
+        // Timed from when the pipeline can judge it: a straggler that
+        // starts during forewarn's first hour is timed from the warm-up's end.
+        let from = l.onset_ms.max(truth.start_ms + WARM_UP_MS);
         (
             first.is_some(),
             None,
-            first.map(|t| (t - l.onset_ms) as f64 / MIN_MS as f64),
+            first.map(|t| (t - from).max(0) as f64 / MIN_MS as f64),
         )
     } else {
         let fail = l.failure_ms.unwrap_or(l.onset_ms);

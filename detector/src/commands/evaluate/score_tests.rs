@@ -250,3 +250,27 @@ fn unmatched_alerts_are_put_down_to_benign_events() {
     assert_eq!(s.benign_alerts.get("app_xid"), Some(&1));
     assert_eq!(s.benign_alerts.get("unexplained"), Some(&1));
 }
+
+#[test]
+fn a_straggler_starting_in_the_warm_up_is_timed_from_its_end() {
+    let on = T0 + 20 * MIN_MS;
+    let t = truth(
+        vec![gpu_label(
+            FailureKind::Straggler,
+            "g1",
+            on,
+            None,
+            Some(on + 3 * HOUR_MS),
+        )],
+        Vec::new(),
+    );
+    let a = alert(
+        T0 + HOUR_MS + 6 * MIN_MS,
+        Severity::Warning,
+        "straggler",
+        Scope::Gpu,
+        &[("gpu", "g1")],
+    );
+    let s = score(&t, &[a]);
+    assert_eq!(s.failures[0].detect_after_min, Some(6.0));
+}
