@@ -5,5 +5,6 @@
 mod e2e {
     mod backtest;
     mod kafka;
+    mod scenarios;
     mod simulate;
 }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod export;
 pub mod labels;
 pub mod parquet;
+pub mod scenarios;
 pub mod schema;
 pub mod simulator;
 pub mod training;

@@ -53,6 +53,17 @@ pub enum Scenario {
     /// Benign only, plus a rolling driver upgrade: every host reloads its
     /// driver (volatile counters reset) within a two-hour window.
     DriverReloadWave,
+    /// Benign only, plus a fleet-wide inlet change: at 40 % of the run every
+    /// rack's inlet air warms by 4–7 °C over two hours and stays there (a
+    /// chiller setpoint change, a hot day). Every GPU runs hotter at equal
+    /// load, together: not a GPU failure.
+    AmbientChange,
+    /// GPUs replaced mid-run, and degrading newcomers: in pairs, one GPU dies
+    /// suddenly and a new UUID takes its slot 30 min later; an hour after
+    /// joining, the newcomer starts degrading (HBM, NVLink or PCIe). A GPU
+    /// present from the start (on another host) degrades the same way on
+    /// the same clock, so their detection times compare directly.
+    Replacement,
 }
 
 impl Scenario {
@@ -69,7 +80,7 @@ impl Scenario {
     pub fn has_failures(self) -> bool {
         matches!(
             self,
-            Scenario::Mixed | Scenario::Only(_) | Scenario::RackCooling
+            Scenario::Mixed | Scenario::Only(_) | Scenario::RackCooling | Scenario::Replacement
         )
     }
 }

@@ -90,7 +90,7 @@ impl FailureKind {
     }
 
     /// Precursor length in hours (straggler: how long it lasts).
-    fn precursor_hours(self, rng: &mut SimRng) -> f64 {
+    pub(crate) fn precursor_hours(self, rng: &mut SimRng) -> f64 {
         match self {
             FailureKind::HbmEcc => rng.log_range(12.0, 48.0),
             FailureKind::Thermal => rng.range(4.0, 16.0),
@@ -175,6 +175,8 @@ pub(crate) struct Replacement {
     pub slot: usize,
     pub at_ms: i64,
     pub gpu: GpuInfo,
+    /// How the newcomer fails, if it does (the `Replacement` scenario).
+    pub failure: Option<FailurePlan>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -238,7 +240,8 @@ pub(crate) fn plan(
 
     // Candidate failures: (slot, time, kind), at most one per slot.
     let gpu_kind = only.filter(|k| !k.is_incident());
-    if cfg.scenario.has_failures() && only != Some(FailureKind::RackCooling) {
+    let replacing = cfg.scenario == Scenario::Replacement;
+    if cfg.scenario.has_failures() && only != Some(FailureKind::RackCooling) && !replacing {
         for (slot, w) in weights.iter().enumerate() {
             let lambda_per_ms = cfg.failure_rate_per_gpu_day * w / DAY_MS;
             if lambda_per_ms <= 0.0 {
@@ -327,6 +330,9 @@ pub(crate) fn plan(
             });
         }
     }
+    if replacing {
+        super::replacement::plan_pairs(grid, fleet, rng, &mut out);
+    }
     out.labels
         .sort_by_key(|l| (l.failure_ms.unwrap_or(l.onset_ms), l.kind));
     out.replacements.sort_by_key(|r| (r.at_ms, r.slot));
@@ -380,6 +386,7 @@ fn add_gpu_failure(
                 slot,
                 at_ms: at,
                 gpu,
+                failure: None,
             });
         }
     }

@@ -28,6 +28,7 @@ mod failures;
 mod jobs;
 mod physics;
 mod propensity;
+mod replacement;
 pub mod rng;
 mod scheduler;
 mod topology;
@@ -115,6 +116,28 @@ pub struct Simulator {
     env: Env,
     noise: SimRng,
     dirty: Option<Dirty>,
+    /// Fleet-wide inlet change (`Scenario::AmbientChange`): `(onset, +°C)`.
+    ambient: Option<(i64, f64)>,
+}
+
+/// The fleet-wide ambient change of an `AmbientChange` run: at 40 % of the
+/// run, `+4..7 °C` reached over two hours. Drawn from its own fork of the
+/// failure stream, so it touches no other random choice.
+pub fn ambient_change(cfg: &SimConfig) -> Option<(i64, f64)> {
+    (cfg.scenario == Scenario::AmbientChange).then(|| {
+        let mut rng = SimRng::stream(cfg.seed, Stream::Failures).fork(0xA4B1E47);
+        let grid = Grid::of(cfg);
+        let on = grid.snap(grid.start_ms + (grid.end_ms - grid.start_ms) * 2 / 5);
+        (on, rng.range(4.0, 7.0))
+    })
+}
+
+/// Extra inlet °C of an ambient change at `ts`.
+fn ambient_delta(ambient: Option<(i64, f64)>, ts: i64) -> f64 {
+    match ambient {
+        Some((on, d)) if ts > on => d * ((ts - on) as f64 / (2 * 3_600_000) as f64).min(1.0),
+        _ => 0.0,
+    }
 }
 
 fn hour_of_day(ts_ms: i64) -> f64 {
@@ -206,6 +229,7 @@ impl Simulator {
             dirty: cfg
                 .dirty
                 .then(|| Dirty::new(SimRng::stream(seed, Stream::Dirty))),
+            ambient: ambient_change(&cfg),
             cfg,
         })
     }
@@ -264,8 +288,9 @@ impl Simulator {
         let hod = hour_of_day(ts);
         self.env.ts_ms = ts;
         self.swap_in_replacements(ts);
+        let extra = ambient_delta(self.ambient, ts);
         for (t, c) in self.inlet_c.iter_mut().zip(&self.climate) {
-            *t = c.inlet(ts, hod);
+            *t = c.inlet(ts, hod) + extra;
         }
         if let Some(d) = &mut self.dirty {
             d.begin_tick();
@@ -355,13 +380,18 @@ impl Simulator {
             let info = &self.gpus[*gpu];
             let rack = info.rack_index;
             let mut rng = SimRng::stream(self.cfg.seed, Stream::Topology).fork(*gpu as u64);
-            self.slots[r.slot] = GpuState::new(
+            let mut st = GpuState::new(
                 *gpu,
                 info.sku.spec(),
                 info.slot,
                 self.inlet_c[rack],
                 &mut rng,
             );
+            if let Some(f) = &r.failure {
+                st.silent_from_ms = f.silent_from_ms;
+                st.failure = Some(f.clone());
+            }
+            self.slots[r.slot] = st;
             self.next_replacement += 1;
         }
     }

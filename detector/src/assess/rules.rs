@@ -183,7 +183,11 @@ pub fn evaluate(
         && row.get(Col::PeerLevel).is_finite()
         && v(row, Col::PeerN) >= 3.0;
     let busy_training = v(row, Col::PhaseCode) == 2.0 && v(row, Col::GpuUtil) >= 50.0;
-    if in_job && busy_training && clock_z < -3.0 && power_z < -2.0 {
+    // A straggler draws less power, so it runs cooler than its peers; one
+    // that is slow *and* hotter is throttling on heat (a cooling fault, a
+    // hot rack): the thermal rule's case, not a straggler.
+    let not_hot = v(row, Col::GpuTempPeerZ) < 1.0;
+    if in_job && busy_training && not_hot && clock_z < -3.0 && power_z < -2.0 {
         let s = sat(-clock_z - 3.0, 3.0).max(0.35);
         components[Kind::Straggler as usize] = s;
         reasons.push((

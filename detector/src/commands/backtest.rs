@@ -6,17 +6,20 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use alerts::{AlertEngine, AlertEvent, Status};
 use anyhow::Context;
 use clap::Args;
+use features::Sample;
+use models::failure::FailureModel;
 
-use crate::config::RawConfig;
+use crate::config::{Config, RawConfig};
 use crate::pipeline::alerting::AlertStage;
-use crate::pipeline::{AlertSink, Pipeline, PipelineConfig};
+use crate::pipeline::{AlertSink, Pipeline, PipelineConfig, Summary};
 use crate::sources::{DeadLetters, file};
-use crate::state::SharedState;
+use crate::state::{SharedState, State};
 
 /// Run the pipeline on telemetry files and write the alerts it would send.
 ///
@@ -100,30 +103,19 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
         anyhow::ensure!((1..=256).contains(&n), "--shards must be between 1 and 256");
         cfg.shards = n;
     }
-    let state = SharedState::new();
     let sink = FileEventSink::create(&args.alerts_out)?;
-    let pcfg = PipelineConfig {
-        shards: cfg.shards,
-        features: cfg.features.clone(),
-        seed: cfg.seed,
-        failure_model: crate::commands::train::load_model(args.model.as_deref())?,
-    };
-    let mut pipeline = Pipeline::start(
-        pcfg.new_shards()?,
-        AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone())),
-        Box::new(sink),
-        state.clone(),
-        None,
-    )?;
+    let model = crate::commands::train::load_model(args.model.as_deref())?;
     let mut dead = DeadLetters::open(args.dead_letter.as_deref())?;
     let started = Instant::now();
     let pb = crate::progress::bar(0, "samples");
-    file::read_inputs(&args.input, &state, &mut dead, |batch| {
-        pb.inc(batch.len() as u64);
-        pipeline.send(batch)
+    let summary = run_pipeline(&cfg, model, Box::new(sink), |state, send| {
+        file::read_inputs(&args.input, state, &mut dead, |batch| {
+            pb.inc(batch.len() as u64);
+            send(batch)
+        })?;
+        Ok(())
     })?;
     pb.finish_and_clear();
-    let (summary, _) = pipeline.finish()?;
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "backtest: {} samples of {} GPUs in {secs:.2} s ({:.0} samples/s); {} undecodable, {} rejected; {} alert events → {}; model state {:.1} KB/GPU",
@@ -137,4 +129,34 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
         summary.state_bytes as f64 / 1024.0 / summary.gpus.max(1) as f64,
     );
     Ok(())
+}
+
+/// The backtest pipeline on any feed of samples: fresh shards under `cfg`
+/// (pipeline, features, alert policy) and `model`, alert events to `sink`.
+/// `feed` pushes batches, in event-time order, through the `send` it is
+/// given; the pipeline is drained when it returns. `backtest` feeds files,
+/// `evaluate --scenario` the simulator: both run exactly this.
+pub fn run_pipeline(
+    cfg: &Config,
+    model: Option<Arc<FailureModel>>,
+    sink: Box<dyn AlertSink>,
+    feed: impl FnOnce(&State, &mut dyn FnMut(Vec<Sample>) -> anyhow::Result<()>) -> anyhow::Result<()>,
+) -> anyhow::Result<Summary> {
+    let state = SharedState::new();
+    let pcfg = PipelineConfig {
+        shards: cfg.shards,
+        features: cfg.features.clone(),
+        seed: cfg.seed,
+        failure_model: model,
+    };
+    let mut pipeline = Pipeline::start(
+        pcfg.new_shards()?,
+        AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone())),
+        sink,
+        state.clone(),
+        None,
+    )?;
+    feed(&state, &mut |batch| pipeline.send(batch))?;
+    let (summary, _) = pipeline.finish()?;
+    Ok(summary)
 }

@@ -11,6 +11,9 @@
 //! the first alarm within the horizon before it to the failure.
 
 mod plots;
+mod scenario;
+mod score;
+mod summary;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -22,24 +25,30 @@ use datasets::training::{self, Fates, Interner, Outcome};
 use models::failure::{FailureModel, INPUT_WIDTH, input, metrics};
 use models::trend::{Trend, TrendConfig};
 
-/// Evaluate a failure model on feature exports.
+/// Evaluate a failure model on feature exports, or (`--scenario`) the
+/// whole pipeline on the scenario suite.
 #[derive(Args, Debug)]
 pub struct EvaluateArgs {
-    /// The model artifact (`forewarn train --out …`).
-    #[arg(long)]
-    pub model: PathBuf,
+    /// The model artifact (`forewarn train --out …`). With `--scenario`:
+    /// optional, loaded into the pipeline as `backtest --model` does.
+    #[arg(long, required_unless_present = "scenario")]
+    pub model: Option<PathBuf>,
     /// Feature exports to evaluate on (never used for training).
-    #[arg(long, required = true, num_args = 1..)]
+    #[arg(long, required_unless_present = "scenario", num_args = 1..)]
     pub data: Vec<PathBuf>,
+    #[command(flatten)]
+    pub scenarios: scenario::ScenarioArgs,
     /// Failure labels, one per data file or one for all.
     #[arg(long, num_args = 1..)]
     pub labels: Vec<PathBuf>,
-    /// Report directory (report.md and PNGs).
+    /// Report directory (report.md and PNGs; with `--scenario` also
+    /// summary.json and each scenario's alerts).
     #[arg(long, default_value = "evaluation")]
     pub out: PathBuf,
     /// Fraction of negative rows sampled for row-level figures.
     #[arg(long, default_value_t = 0.05)]
     pub negative_rate: f64,
+    /// Seed of the negative sampling; with `--scenario`, the suite seed.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
 }
@@ -68,8 +77,12 @@ struct Event {
 
 /// Runs `forewarn evaluate`.
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
-    let model = FailureModel::load(&args.model)
-        .with_context(|| format!("loading {}", args.model.display()))?;
+    if args.scenarios.scenario.is_some() {
+        return scenario::run(args);
+    }
+    let model_path = args.model.as_deref().context("--model is required")?;
+    let model = FailureModel::load(model_path)
+        .with_context(|| format!("loading {}", model_path.display()))?;
     let horizon_ms = (model.meta.horizon_h * 3.6e6) as i64;
     let thr = [model.threshold, model.baseline_threshold];
     let tcfg = TrendConfig::default();
@@ -189,7 +202,10 @@ fn write_report(
         md,
         "Model `{}` (trained {} on {} rows, {} GPUs, {} failures; horizon {} h; {}). \
          Evaluated on {} ({} rows; {} failures).\n",
-        args.model.display(),
+        args.model
+            .as_deref()
+            .unwrap_or(std::path::Path::new(""))
+            .display(),
         m.created,
         m.train_rows,
         m.gpus,

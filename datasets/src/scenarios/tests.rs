@@ -1,0 +1,133 @@
+use super::*;
+use crate::simulator::{SimEventKind, Simulator};
+
+fn small(name: &str, seed: u64) -> ScenarioRun {
+    let mut run = scenario(name, seed, true).expect("known scenario");
+    run.config.gpus = 32;
+    run
+}
+
+#[test]
+fn every_name_builds_and_unknown_names_do_not() {
+    for name in NAMES {
+        let run = scenario(name, 1, true).expect("known");
+        assert_eq!(run.name, name);
+        assert!(Simulator::new(run.config).is_ok(), "{name}");
+    }
+    assert!(scenario("nope", 1, false).is_none());
+    assert_eq!(suite(1, true).len(), NAMES.len() - 1);
+}
+
+#[test]
+fn seeds_differ_per_scenario_and_per_suite_seed() {
+    let a = scenario("quiet", 1, true).expect("quiet").config.seed;
+    let b = scenario("quiet", 2, true).expect("quiet").config.seed;
+    let c = scenario("thermal", 1, true).expect("thermal").config.seed;
+    assert_ne!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn replacement_pairs_newcomers_with_incumbent_twins() {
+    let mut run = scenario("replacement", 3, true).expect("replacement");
+    run.config.hours = 20.0;
+    let sim = Simulator::new(run.config).expect("valid");
+    let newcomers: Vec<_> = sim.gpus().iter().filter(|g| g.replaces.is_some()).collect();
+    assert!(newcomers.len() >= 2, "{} newcomers", newcomers.len());
+    for n in &newcomers {
+        let joined = n.active_from_ms.expect("a newcomer has a join time");
+        let mine = sim
+            .labels()
+            .iter()
+            .find(|l| l.gpu.as_ref() == Some(&n.uuid))
+            .expect("the newcomer degrades");
+        assert_eq!(mine.kind, FailureKind::HbmEcc);
+        assert!(mine.onset_ms > joined);
+        // Its twin: another GPU of the same host, same kind, same clock.
+        let twin = sim.labels().iter().find(|l| {
+            l.gpu.as_ref() != Some(&n.uuid)
+                && l.host == mine.host
+                && l.kind == FailureKind::HbmEcc
+                && l.onset_ms == mine.onset_ms
+                && l.failure_ms == mine.failure_ms
+        });
+        assert!(twin.is_some(), "no twin for {}", n.uuid);
+        // The old GPU died before the newcomer joined.
+        let old = n.replaces.as_ref().expect("replaces");
+        let died = sim
+            .labels()
+            .iter()
+            .find(|l| l.gpu.as_ref() == Some(old))
+            .expect("old GPU label");
+        assert_eq!(died.kind, FailureKind::SuddenDeath);
+        assert!(died.failure_ms.is_some_and(|t| t < joined));
+    }
+    assert!(
+        sim.events()
+            .iter()
+            .any(|e| matches!(e.kind, SimEventKind::GpuReplaced { .. }))
+    );
+}
+
+#[test]
+fn newcomers_report_from_their_join_time_and_degrade() {
+    let mut run = small("replacement", 5);
+    run.config.gpus = 64;
+    let mut sim = Simulator::new(run.config).expect("valid");
+    let n = sim
+        .gpus()
+        .iter()
+        .find(|g| g.replaces.is_some())
+        .cloned()
+        .expect("a newcomer");
+    let joined = n.active_from_ms.expect("join time");
+    let mut buf = Vec::new();
+    let (mut first, mut sbe_last) = (None, 0.0);
+    while let Some(ts) = sim.next_tick(&mut buf) {
+        for s in buf.iter().filter(|s| s.gpu == n.uuid) {
+            first.get_or_insert(ts);
+            if let Some(v) = s.metrics.get(features::Field::EccSbeVolTotal) {
+                sbe_last = v;
+            }
+        }
+        buf.clear();
+    }
+    assert_eq!(first, Some(joined));
+    assert!(sbe_last > 0.0, "the newcomer's HBM never degraded");
+}
+
+#[test]
+fn ambient_change_warms_every_gpu_and_labels_nothing() {
+    let run = small("ambient_change", 7);
+    let cfg = run.config.clone();
+    let (on, delta) = crate::simulator::ambient_change(&cfg).expect("an ambient change");
+    assert!((4.0..=7.0).contains(&delta));
+    let mut sim = Simulator::new(cfg.clone()).expect("valid");
+    assert!(sim.labels().is_empty());
+    let mut quiet_sim = Simulator::new(SimConfig {
+        scenario: Scenario::Quiet,
+        ..cfg
+    })
+    .expect("valid");
+    let (mut hot, mut base) = (Vec::new(), Vec::new());
+    while let Some(ts) = sim.next_tick(&mut hot) {
+        quiet_sim.next_tick(&mut base);
+        if ts > on + 3 * 3_600_000 {
+            break;
+        }
+        hot.clear();
+        base.clear();
+    }
+    let temp = |v: &[features::Sample]| {
+        v.iter()
+            .filter_map(|s| s.metrics.get(features::Field::GpuTemp))
+            .sum::<f64>()
+            / v.len().max(1) as f64
+    };
+    assert!(
+        temp(&hot) > temp(&base) + 2.0,
+        "{} vs {}",
+        temp(&hot),
+        temp(&base)
+    );
+}

@@ -1,0 +1,223 @@
+//! `forewarn evaluate --scenario NAME|all`: runs scenarios of the suite
+//! (`datasets::scenarios`) through exactly the pipeline `backtest` runs
+//! ([`crate::commands::backtest::run_pipeline`]), fed straight from the
+//! simulator in event time, then scores the alerts against the ground
+//! truth ([`super::score`]) and checks the targets ([`super::summary`]).
+//!
+//! Dirty scenarios carry malformed messages: they go through the same
+//! decoder the file source uses and are counted as undecodable (a message
+//! that still decodes joins the stream, as it would from a file).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use alerts::AlertEvent;
+use anyhow::Context;
+use clap::Args;
+use datasets::scenarios::{self, ScenarioRun};
+use datasets::simulator::{SimEventKind, Simulator};
+
+use super::EvaluateArgs;
+use super::score::{self, ScenarioScore, Truth};
+use super::summary;
+use crate::commands::backtest::run_pipeline;
+use crate::config::RawConfig;
+use crate::pipeline::AlertSink;
+
+/// The scenario mode's flags (`--model`, `--out`, `--seed` are shared).
+#[derive(Args, Debug, Default)]
+pub struct ScenarioArgs {
+    /// Run the scenario suite instead: a scenario name, a comma-separated
+    /// list, or `all` (see `datasets::scenarios::NAMES`).
+    #[arg(long)]
+    pub scenario: Option<String>,
+    /// Reduced sizes (64 GPUs, shorter runs): the CI gate.
+    #[arg(long)]
+    pub reduced: bool,
+    /// Config file (pipeline, features, alert policy), as for `backtest`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Shard threads (overrides the config).
+    #[arg(long)]
+    pub shards: Option<usize>,
+    /// Report only: exit 0 even when a target is missed.
+    #[arg(long)]
+    pub report_only: bool,
+}
+
+/// One scenario's run: what it was, what it cost, how it scored.
+pub struct Outcome {
+    pub run: ScenarioRun,
+    pub truth: Truth,
+    pub score: ScenarioScore,
+    pub samples: u64,
+    pub undecodable: u64,
+    pub rejected: u64,
+    pub wall_s: f64,
+}
+
+/// Collects alert events in memory for scoring.
+struct Collect(Arc<Mutex<Vec<AlertEvent>>>);
+
+impl AlertSink for Collect {
+    fn deliver(&mut self, events: &[AlertEvent], _now_ms: i64) -> anyhow::Result<()> {
+        self.0
+            .lock()
+            .map_err(|_| anyhow::anyhow!("alert collector poisoned"))?
+            .extend_from_slice(events);
+        Ok(())
+    }
+}
+
+pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
+    let sa = &args.scenarios;
+    let spec = sa.scenario.as_deref().unwrap_or("all");
+    let runs: Vec<ScenarioRun> = if spec == "all" {
+        scenarios::suite(args.seed, sa.reduced)
+    } else {
+        spec.split(',')
+            .map(|n| {
+                scenarios::scenario(n.trim(), args.seed, sa.reduced).with_context(|| {
+                    format!(
+                        "unknown scenario {n:?}; known: all, {}",
+                        scenarios::NAMES.join(", ")
+                    )
+                })
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    let mut cfg = RawConfig::load(sa.config.as_deref())?;
+    if let Some(n) = sa.shards {
+        anyhow::ensure!((1..=256).contains(&n), "--shards must be between 1 and 256");
+        cfg.shards = n;
+    }
+    let model = crate::commands::train::load_model(args.model.as_deref())?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let mut outcomes = Vec::new();
+    for run in runs {
+        let started = Instant::now();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let mut sim =
+            Simulator::new(run.config.clone()).with_context(|| format!("scenario {}", run.name))?;
+        let truth = truth_of(&sim);
+        let (mut undecodable, mut samples) = (0u64, 0u64);
+        let summary = run_pipeline(
+            &cfg,
+            model.clone(),
+            Box::new(Collect(events.clone())),
+            |_, send| {
+                let mut buf = Vec::new();
+                let mut batch = Vec::with_capacity(crate::sources::BATCH + 512);
+                while sim.next_tick(&mut buf).is_some() {
+                    batch.append(&mut buf);
+                    for m in sim.malformed() {
+                        let out = features::decode(&m, 0);
+                        undecodable += out.errors.len() as u64;
+                        batch.extend(out.samples);
+                    }
+                    if batch.len() >= crate::sources::BATCH {
+                        samples += batch.len() as u64;
+                        send(std::mem::take(&mut batch))?;
+                    }
+                }
+                if !batch.is_empty() {
+                    samples += batch.len() as u64;
+                    send(batch)?;
+                }
+                Ok(())
+            },
+        )?;
+        let events = std::mem::take(
+            &mut *events
+                .lock()
+                .map_err(|_| anyhow::anyhow!("alert collector poisoned"))?,
+        );
+        write_alerts(
+            &args.out.join(format!("alerts-{}.jsonl", run.name)),
+            &events,
+        )?;
+        let score = score::score(&truth, &events);
+        let wall_s = started.elapsed().as_secs_f64();
+        eprintln!(
+            "{}: {} samples, {} alert events, {} pages ({} false), {wall_s:.1} s",
+            run.name,
+            samples,
+            events.len(),
+            score.pages,
+            score.false_pages
+        );
+        outcomes.push(Outcome {
+            run,
+            truth,
+            score,
+            samples,
+            undecodable,
+            rejected: summary.rejected,
+            wall_s,
+        });
+    }
+    let report = summary::Report::build(args.seed, sa.reduced, &outcomes);
+    print!("{}", report.table());
+    report.write(&args.out, &outcomes)?;
+    eprintln!(
+        "wrote {} and {}",
+        args.out.join("report.md").display(),
+        args.out.join("summary.json").display()
+    );
+    if !report.pass {
+        let missed: Vec<&str> = report
+            .targets
+            .iter()
+            .filter(|t| t.pass == Some(false))
+            .map(|t| t.name)
+            .collect();
+        if sa.report_only {
+            eprintln!("targets missed (report only): {}", missed.join(", "));
+        } else {
+            anyhow::bail!("targets missed: {}", missed.join(", "));
+        }
+    }
+    Ok(())
+}
+
+/// The ground truth the scorer needs, taken before the run starts.
+fn truth_of(sim: &Simulator) -> Truth {
+    let cfg = sim.config();
+    let mut job_hosts: HashMap<String, Vec<String>> = HashMap::new();
+    for e in sim.events() {
+        if let SimEventKind::JobStart { job, hosts, .. } = &e.kind {
+            job_hosts
+                .entry(job.to_string())
+                .or_default()
+                .extend(hosts.iter().map(|h| h.to_string()));
+        }
+    }
+    Truth {
+        start_ms: cfg.start_ms,
+        gpu_days: cfg.gpus as f64 * (cfg.end_ms() - cfg.start_ms) as f64 / 86_400_000.0,
+        labels: sim.labels().to_vec(),
+        events: sim.events().to_vec(),
+        job_hosts,
+        ambient: datasets::simulator::ambient_change(cfg),
+        newcomers: sim
+            .gpus()
+            .iter()
+            .filter_map(|g| g.active_from_ms.map(|t| (g.uuid.to_string(), t)))
+            .collect(),
+    }
+}
+
+fn write_alerts(path: &std::path::Path, events: &[AlertEvent]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    for e in events {
+        serde_json::to_writer(&mut w, e)?;
+        w.write_all(b"\n")?;
+    }
+    w.flush()?;
+    Ok(())
+}
