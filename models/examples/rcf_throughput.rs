@@ -14,7 +14,7 @@ fn main() -> Result<(), models::rcf::RcfError> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(default)
     };
-    let (metrics, shingle, mass, rows) = (arg(1, 2), arg(2, 4), arg(3, 6), arg(4, 100_000));
+    let (metrics, shingle, mass, rows) = (arg(1, 2), arg(2, 4), arg(3, 20), arg(4, 100_000));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
     let data: Vec<Vec<f64>> = (0..20_000 + rows)
         .map(|t| {
