@@ -73,7 +73,7 @@ impl Tree {
             if q.iter().any(|x| !x.is_finite()) {
                 return None;
             }
-            super::tree::extend(bmin, bmax, q);
+            super::boxes::extend(bmin, bmax, q);
             return Some(usize::from(mass));
         }
         let i = r as usize;

@@ -1,6 +1,6 @@
 //! The root-to-leaf-and-back walk that scores a point in one tree and, in the
-//! same pass, chooses where the point would be inserted. Descents run for
-//! `LANES` trees in lockstep (`Lanes`), the climbs then run tree by tree.
+//! same pass, chooses where the point would be inserted. `LANES` trees are
+//! descended one after the other (`Lanes`), then climbed tree by tree.
 //!
 //! Score (Guha et al. 2016, as normalised by AWS's random-cut-forest library):
 //! descend to the leaf the point falls into, then climb back. At the leaf the
@@ -19,15 +19,18 @@
 //! how far `p` sticks out of `B` on each side, so it sums to the score.
 
 use super::point_store::PointStore;
-use super::tree::{LEAF_BIT, NO_BOX, NONE, Tree, gap_span, pos};
+use super::boxes::{gap_span, pos};
+use super::tree::{LEAF_BIT, NO_BOX, NONE, Tree};
 use crate::rng::Xoshiro256PlusPlus;
 
-/// Trees descended together. Each descent is a chain of dependent loads; doing
-/// several trees' descents in lockstep keeps that many loads in flight, which
-/// hides most of the memory latency that dominates a walk.
+/// Trees descended per batch. The descents used to run in lockstep to keep
+/// several loads in flight; the lockstep bookkeeping cost ~40% more
+/// instructions per score than it saved (callgrind, BENCHMARKS.md), so each
+/// tree now descends in a tight loop and out-of-order execution overlaps
+/// neighbouring trees' descents on its own.
 pub(super) const LANES: usize = 8;
 
-/// Paths of up to `LANES` trees descended together.
+/// Paths of up to `LANES` trees descended in one batch.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Lanes {
     /// Lane `k`'s path is `paths[k * stride..k * stride + len[k]]`.
@@ -53,9 +56,7 @@ impl Lanes {
     }
 
     /// Descends `p` in every tree of `trees` (at most `LANES`) for which `want`
-    /// holds, one level of every tree per round. A round has no data-dependent
-    /// branch: a lane that reached its leaf keeps re-reading a valid node and
-    /// discarding the result, which is cheaper than a mispredicted branch.
+    /// holds, recording each path.
     pub(super) fn descend(&mut self, trees: &[Tree], p: &[f32], want: impl Fn(usize) -> bool) {
         debug_assert!(trees.len() <= LANES);
         let Some(first) = trees.first() else { return };
