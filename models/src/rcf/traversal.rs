@@ -18,8 +18,8 @@
 //! `prob` term of every level over dimensions and directions in proportion to
 //! how far `p` sticks out of `B` on each side, so it sums to the score.
 
-use super::point_store::PointStore;
 use super::boxes::{gap_span, pos};
+use super::point_store::PointStore;
 use super::tree::{LEAF_BIT, NO_BOX, NONE, Tree};
 use crate::rng::Xoshiro256PlusPlus;
 

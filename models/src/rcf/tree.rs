@@ -21,7 +21,6 @@ use super::point_store::PointStore;
 use super::sampler::Sampler;
 use crate::rng::Xoshiro256PlusPlus;
 
-
 pub(crate) const LEAF_BIT: u16 = 0x8000;
 pub(crate) const NONE: u16 = u16::MAX;
 pub(super) const NO_BOX: u16 = u16::MAX;
