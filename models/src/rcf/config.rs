@@ -59,9 +59,10 @@ impl Default for ForestBuilder {
             time_decay: None,
             output_after: None,
             seed: 0,
-            // Measured (BENCHMARKS.md): mass >= 6 gives a 50x256x8 forest of
-            // ~910 KB; 12 saves ~150 KB for ~14% more instructions per score.
-            box_cache_min_mass: 6,
+            // Measured (BENCHMARKS.md): mass >= 20 keeps a 50x256x8 forest
+            // under 600 KB (594 KB); 6 is ~25% fewer instructions per score
+            // for ~810 KB. Scores do not depend on it.
+            box_cache_min_mass: 20,
             threads: 1,
         }
     }

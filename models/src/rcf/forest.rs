@@ -197,7 +197,7 @@ impl Forest {
                 })
                 .collect();
             groups.push(Group {
-                store: PointStore::new(dims),
+                store: PointStore::new(dims, config.input_dimensions),
                 trees,
             });
             made += n;
@@ -267,19 +267,25 @@ impl Forest {
 
     fn evaluate(&self, row: &[f64], mut attr: Option<&mut [f64]>) -> Result<f64, RcfError> {
         self.check(row)?;
-        let mut point = Vec::with_capacity(self.config.dimensions());
-        let cand = self.shingle.candidate(row, &mut point);
-        if !(cand.complete && self.is_ready()) {
-            return Ok(0.0);
-        }
         let mut total = 0.0;
-        SCRATCH.with_borrow_mut(|s| {
-            s.ensure(self.config.dimensions());
-            for g in &self.groups {
-                g.score_only(&point, s, attr.as_deref_mut(), &mut total);
+        let scored = SCRATCH.with_borrow_mut(|s| {
+            let mut point = std::mem::take(&mut s.q);
+            let cand = self.shingle.candidate(row, &mut point);
+            let scored = cand.complete && self.is_ready();
+            if scored {
+                s.ensure(self.config.dimensions());
+                for g in &self.groups {
+                    g.score_only(&point, s, attr.as_deref_mut(), &mut total);
+                }
             }
+            s.q = point;
+            scored
         });
-        Ok(self.finish(total, attr))
+        Ok(if scored {
+            self.finish(total, attr)
+        } else {
+            0.0
+        })
     }
 
     fn finish(&self, total: f64, attr: Option<&mut [f64]>) -> f64 {

@@ -10,6 +10,7 @@ impl Tree {
     pub(crate) fn check_structure(&self, store: &PointStore) -> bool {
         let nodes = self.nodes.len();
         let arrays_ok = self.leaf_point.len() == nodes + 1
+            && self.box_slot.len() == nodes
             && self.leaf_mass.len() == nodes + 1
             && self.boxes.len() % (2 * self.dims).max(1) == 0;
         if !arrays_ok {
@@ -64,15 +65,15 @@ impl Tree {
             let l = (r & !LEAF_BIT) as usize;
             let handle = *self.leaf_point.get(l)?;
             let mass = self.leaf_mass[l];
-            if mass == 0 || handle as usize >= store.slot_count() || leaf_seen[l] != 0 {
+            if mass == 0 || leaf_seen[l] != 0 {
                 return None;
             }
             leaf_seen[l] = mass;
-            let q = store.get(handle);
+            let q = store.try_get(handle)?;
             if q.iter().any(|x| !x.is_finite()) {
                 return None;
             }
-            super::tree::extend(bmin, bmax, q);
+            super::boxes::extend(bmin, bmax, q);
             return Some(usize::from(mass));
         }
         let i = r as usize;
@@ -112,7 +113,7 @@ impl Tree {
             lmax[k] = lmax[k].max(rmax[k]);
         }
         let should_cache = mass >= usize::from(self.box_min_mass);
-        let slot = self.nodes[i].box_slot;
+        let slot = self.box_slot[i];
         if should_cache != (slot != u16::MAX) {
             return None;
         }

@@ -10,13 +10,15 @@
 //! # Layout
 //! - `config.rs`: builder, defaults, `validate()`.
 //! - `forest.rs`: the forest; `shingle.rs`: rows to points, missing values.
-//! - `tree.rs`: compact tree, insert/delete; `traversal.rs`: score + insertion
+//! - `tree.rs`: compact tree, insert/delete; `boxes.rs`: box arithmetic; `traversal.rs`: score + insertion
 //!   walk; `invariants.rs`: self-checks.
 //! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
 //! - `attribution.rs`: `DiVector`; `thresholded.rs`: forest + calibration.
 //! - `error.rs`: `RcfError`.
 
 mod attribution;
+#[macro_use]
+mod boxes;
 mod config;
 mod error;
 mod forest;

@@ -191,7 +191,7 @@ fn depth_stats() {
             depth += s.path.len();
             let mut bmin = point.clone();
             let mut bmax = point.clone();
-            super::tree::extend(&mut bmin, &mut bmax, g.0.get(t.leaf_point[leaf as usize]));
+            super::boxes::extend(&mut bmin, &mut bmax, g.0.get(t.leaf_point[leaf as usize]));
             let mut lvl = s.path.len();
             let mut reached = false;
             while lvl > 0 {

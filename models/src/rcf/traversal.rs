@@ -1,6 +1,6 @@
 //! The root-to-leaf-and-back walk that scores a point in one tree and, in the
-//! same pass, chooses where the point would be inserted. Descents run for
-//! `LANES` trees in lockstep (`Lanes`), the climbs then run tree by tree.
+//! same pass, chooses where the point would be inserted. `LANES` trees are
+//! descended one after the other (`Lanes`), then climbed tree by tree.
 //!
 //! Score (Guha et al. 2016, as normalised by AWS's random-cut-forest library):
 //! descend to the leaf the point falls into, then climb back. At the leaf the
@@ -18,19 +18,26 @@
 //! `prob` term of every level over dimensions and directions in proportion to
 //! how far `p` sticks out of `B` on each side, so it sums to the score.
 
+use super::boxes::{gap_span, pos};
 use super::point_store::PointStore;
-use super::tree::{LEAF_BIT, NONE, Tree, gap_span, pos};
+use super::tree::{LEAF_BIT, NO_BOX, NONE, Tree};
 use crate::rng::Xoshiro256PlusPlus;
 
-/// Trees descended together. Each descent is a chain of dependent loads; doing
-/// several trees' descents in lockstep keeps that many loads in flight, which
-/// hides most of the memory latency that dominates a walk.
+/// Trees descended per batch. The descents used to run in lockstep to keep
+/// several loads in flight; the lockstep bookkeeping cost ~40% more
+/// instructions per score than it saved (callgrind, BENCHMARKS.md), so each
+/// tree now descends in a tight loop and out-of-order execution overlaps
+/// neighbouring trees' descents on its own.
 pub(super) const LANES: usize = 8;
 
-/// Paths of up to `LANES` trees descended together.
+/// Paths of up to `LANES` trees descended in one batch.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Lanes {
-    paths: [Vec<u16>; LANES],
+    /// Lane `k`'s path is `paths[k * stride..k * stride + len[k]]`.
+    paths: Vec<u16>,
+    /// Longest possible path plus one (a tree's node count plus one).
+    stride: usize,
+    len: [usize; LANES],
     /// The leaf each lane reached (`NONE` for an empty or skipped tree).
     end: [u16; LANES],
 }
@@ -38,7 +45,8 @@ pub(crate) struct Lanes {
 impl Lanes {
     #[inline]
     pub(super) fn path(&self, k: usize) -> &[u16] {
-        &self.paths[k]
+        let s = k * self.stride;
+        &self.paths[s..s + self.len[k]]
     }
 
     /// The leaf lane `k` reached, or `None` for an empty or skipped tree.
@@ -48,37 +56,39 @@ impl Lanes {
     }
 
     /// Descends `p` in every tree of `trees` (at most `LANES`) for which `want`
-    /// holds, one level of every tree per round.
+    /// holds, recording each path.
     pub(super) fn descend(&mut self, trees: &[Tree], p: &[f32], want: impl Fn(usize) -> bool) {
         debug_assert!(trees.len() <= LANES);
+        let Some(first) = trees.first() else { return };
+        let stride = first.nodes.len() + 1;
+        if self.stride != stride || self.paths.len() < LANES * stride {
+            self.stride = stride;
+            self.paths.clear();
+            self.paths.resize(LANES * stride, 0);
+        }
         let mut cur = [NONE; LANES];
         for (k, t) in trees.iter().enumerate() {
-            self.paths[k].clear();
             if want(k) {
                 cur[k] = t.root;
             }
         }
-        loop {
-            let mut active = false;
-            for ((t, c), path) in trees.iter().zip(cur.iter_mut()).zip(self.paths.iter_mut()) {
-                let n = *c;
-                if n & LEAF_BIT != 0 {
-                    continue;
-                }
-                active = true;
-                path.push(n);
-                let node = &t.nodes[n as usize];
-                *c = if p[node.cut_dim as usize] <= node.cut_value {
-                    node.left
-                } else {
-                    node.right
-                };
+        let mut len = [0usize; LANES];
+        let lanes = trees.len();
+        for k in 0..lanes {
+            let nodes = &trees[k].nodes[..];
+            let path = &mut self.paths[k * stride..(k + 1) * stride];
+            let mut n = cur[k];
+            let mut l = 0;
+            while n & LEAF_BIT == 0 {
+                path[l] = n;
+                l += 1;
+                n = nodes[usize::from(n)].next(p);
             }
-            if !active {
-                break;
-            }
+            len[k] = l;
+            cur[k] = n;
         }
-        self.end[..trees.len()].copy_from_slice(&cur[..trees.len()]);
+        self.len = len;
+        self.end[..lanes].copy_from_slice(&cur[..lanes]);
     }
 }
 
@@ -203,6 +213,53 @@ fn cut_in_gap(p: f32, lo: f32, hi: f32, offset: f32) -> f32 {
     }
 }
 
+/// What a climb accumulates level by level.
+struct Level<'a, 'r> {
+    p: &'a [f32],
+    leaf: u16,
+    /// Unnormalised score so far.
+    score: f64,
+    /// Unnormalised attribution so far (high then low), if wanted.
+    attr: Option<&'a mut [f64]>,
+    rng: Option<&'r mut Xoshiro256PlusPlus>,
+    plan: Plan,
+}
+
+impl Level<'_, '_> {
+    /// Accounts for the ancestor at depth `level` whose box (`lo`, `hi`)
+    /// leaves `p` outside by `gap` and has side lengths summing to `span`.
+    #[inline(always)]
+    fn visit(&mut self, level: usize, gap: f32, span: f32, lo: &[f32], hi: &[f32]) {
+        let prob = f64::from(gap) / f64::from(gap + span);
+        let unseen = score_unseen(level);
+        self.score = prob * unseen + (1.0 - prob) * self.score;
+        if let Some(a) = self.attr.as_deref_mut() {
+            let p = self.p;
+            let dims = p.len();
+            let keep = 1.0 - prob;
+            let inv = unseen / f64::from(gap + span);
+            let (high, low) = a.split_at_mut(dims);
+            for d in 0..dims {
+                let up = f64::from(pos(p[d] - hi[d]));
+                let down = f64::from(pos(lo[d] - p[d]));
+                high[d] = up * inv + keep * high[d];
+                low[d] = down * inv + keep * low[d];
+            }
+        }
+        if let Some(r) = self.rng.as_deref_mut() {
+            if r.next_f64() < prob {
+                let (cut_dim, cut_value) = draw_cut(self.p, lo, hi, gap, r);
+                self.plan = Plan::Split {
+                    leaf: self.leaf,
+                    level,
+                    cut_dim,
+                    cut_value,
+                };
+            }
+        }
+    }
+}
+
 impl Tree {
     /// Scores `p` against this tree (normalised) and, given `rng`, plans its
     /// insertion, climbing from `leaf` (`None` for an empty tree) reached
@@ -248,7 +305,7 @@ impl Tree {
         for d in 0..dims {
             gap_sum += (p[d] - q[d]).abs();
         }
-        let mut score = score_unseen(depth);
+        let score = score_unseen(depth);
         let with_attr = attr.is_some();
         if with_attr {
             tree_attr.clear();
@@ -274,62 +331,64 @@ impl Tree {
                 cut_value,
             };
         }
+        let mut acc = Level {
+            p,
+            leaf,
+            score,
+            attr: with_attr.then_some(&mut tree_attr[..]),
+            rng,
+            plan,
+        };
+        // Masses grow upwards and a node caches its box iff its mass reaches
+        // `box_min_mass`, so the path splits into an uncached bottom part,
+        // whose boxes grow in the scratch by each sibling subtree, and a
+        // cached top part read in place.
         let mut child = leaf | LEAF_BIT;
-        // Box of `child`, when it is a cached one (read in place, not copied).
-        let mut child_box: Option<(&[f32], &[f32])> = None;
-        for level in (0..depth).rev() {
-            let n = path[level];
-            let cached = self.cached_box(n);
-            let (lo, hi): (&[f32], &[f32]) = match cached {
-                Some(b) => b,
-                None => {
-                    // Masses grow upwards, so below an uncached node nothing is
-                    // cached and the running box is already in the scratch.
-                    if let Some((clo, chi)) = child_box {
-                        bmin.copy_from_slice(clo);
-                        bmax.copy_from_slice(chi);
-                    }
-                    let node = &self.nodes[n as usize];
-                    let sibling = if node.left == child {
-                        node.right
-                    } else {
-                        node.left
-                    };
-                    self.union_box(store, sibling, bmin, bmax);
-                    (bmin, bmax)
-                }
-            };
-            child_box = cached;
-            child = n;
-            let (gap, span) = gap_span(p, lo, hi);
-            if gap <= 0.0 {
+        let mut level = depth;
+        let mut inside = false;
+        while level > 0 {
+            let n = path[level - 1];
+            if self.box_slot[n as usize] != NO_BOX {
                 break;
             }
-            let prob = f64::from(gap) / f64::from(gap + span);
-            let unseen = score_unseen(level);
-            score = prob * unseen + (1.0 - prob) * score;
-            if with_attr {
-                let keep = 1.0 - prob;
-                let inv = unseen / f64::from(gap + span);
-                for d in 0..dims {
-                    let up = f64::from(pos(p[d] - hi[d]));
-                    let down = f64::from(pos(lo[d] - p[d]));
-                    tree_attr[d] = up * inv + keep * tree_attr[d];
-                    tree_attr[dims + d] = down * inv + keep * tree_attr[dims + d];
-                }
+            level -= 1;
+            let node = &self.nodes[n as usize];
+            let sibling = if node.left == child {
+                node.right
+            } else {
+                node.left
+            };
+            child = n;
+            self.union_box(store, sibling, bmin, bmax);
+            let (gap, span) = gap_span(p, bmin, bmax);
+            if gap <= 0.0 {
+                inside = true;
+                break;
             }
-            if let Some(r) = rng.as_deref_mut() {
-                if r.next_f64() < prob {
-                    let (cut_dim, cut_value) = draw_cut(p, lo, hi, gap, r);
-                    plan = Plan::Split {
-                        leaf,
-                        level,
-                        cut_dim,
-                        cut_value,
-                    };
+            acc.visit(level, gap, span, bmin, bmax);
+        }
+        if !inside {
+            while level > 0 {
+                level -= 1;
+                let n = path[level];
+                let (lo, hi) = match self.cached_box(n) {
+                    Some(b) => b,
+                    None => {
+                        // Unreachable for a consistent tree (checked on restore).
+                        let node = &self.nodes[n as usize];
+                        self.union_box(store, node.left, bmin, bmax);
+                        self.union_box(store, node.right, bmin, bmax);
+                        (&bmin[..], &bmax[..])
+                    }
+                };
+                let (gap, span) = gap_span(p, lo, hi);
+                if gap <= 0.0 {
+                    break;
                 }
+                acc.visit(level, gap, span, lo, hi);
             }
         }
+        let (score, plan) = (acc.score, acc.plan);
         if let Some(a) = attr {
             for (a, t) in a.iter_mut().zip(tree_attr.iter()) {
                 *a += t * norm;

@@ -16,13 +16,14 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::boxes::{extend, extend_n, merge, merge_n};
 use super::point_store::PointStore;
 use super::sampler::Sampler;
 use crate::rng::Xoshiro256PlusPlus;
 
 pub(crate) const LEAF_BIT: u16 = 0x8000;
 pub(crate) const NONE: u16 = u16::MAX;
-const NO_BOX: u16 = u16::MAX;
+pub(super) const NO_BOX: u16 = u16::MAX;
 /// Largest sample size the `u16` node references can address (leaves need
 /// `sample_size + 1` slots because a point is inserted before the evicted one
 /// is deleted).
@@ -43,8 +44,6 @@ pub(crate) struct Node {
     pub(super) cut_dim: u16,
     /// Points below, counting duplicates.
     pub(super) mass: u16,
-    /// Slot in `Tree::boxes`, or `NO_BOX`.
-    pub(super) box_slot: u16,
 }
 
 impl Node {
@@ -54,8 +53,15 @@ impl Node {
         right: NONE,
         cut_dim: 0,
         mass: 0,
-        box_slot: NO_BOX,
     };
+
+    /// The child on `p`'s side of the cut, without a branch (the comparison is
+    /// a coin flip for the predictor).
+    #[inline(always)]
+    pub(super) fn next(&self, p: &[f32]) -> u16 {
+        let right = p[self.cut_dim as usize] > self.cut_value;
+        [self.left, self.right][usize::from(right)]
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -63,9 +69,12 @@ pub(crate) struct Tree {
     pub(super) dims: usize,
     pub(super) box_min_mass: u16,
     pub(super) root: u16,
-    /// Internal nodes, one 16-byte record each so a descent step touches one
+    /// Internal nodes, one 12-byte record each so a descent step touches one
     /// cache line (the walk is memory-latency bound).
     pub(super) nodes: Vec<Node>,
+    /// Per node: slot in `boxes`, or `NO_BOX` (kept apart from `nodes`
+    /// because only the climb and updates read it).
+    pub(super) box_slot: Vec<u16>,
     /// Head of the free-node list, threaded through `left`.
     free_node: u16,
     // Leaves: a point handle and a multiplicity (identical points share a leaf
@@ -117,6 +126,7 @@ impl Tree {
             box_min_mass,
             root: NONE,
             nodes: node_arena,
+            box_slot: vec![NO_BOX; nodes],
             free_node: if nodes > 0 { 0 } else { NONE },
             leaf_point,
             leaf_mass: vec![0; leaves],
@@ -154,12 +164,7 @@ impl Tree {
         let mut n = self.root;
         while !is_leaf(n) {
             path.push(n);
-            let i = n as usize;
-            n = if p[self.nodes[i].cut_dim as usize] <= self.nodes[i].cut_value {
-                self.nodes[i].left
-            } else {
-                self.nodes[i].right
-            };
+            n = self.nodes[n as usize].next(p);
         }
         n & !LEAF_BIT
     }
@@ -176,7 +181,7 @@ impl Tree {
     /// The cached box of internal node `n`, if any, as (minima, maxima).
     #[inline]
     pub(super) fn cached_box(&self, n: u16) -> Option<(&[f32], &[f32])> {
-        let slot = self.nodes[n as usize].box_slot;
+        let slot = self.box_slot[n as usize];
         if slot == NO_BOX {
             return None;
         }
@@ -185,20 +190,57 @@ impl Tree {
         Some((lo, hi))
     }
 
-    /// Grows (`bmin`, `bmax`) to cover the subtree at `r`.
+    /// Grows (`bmin`, `bmax`) to cover the subtree at `r`: its cached boxes
+    /// and the points of its leaves that no cached box covers.
     pub(super) fn union_box(&self, store: &PointStore, r: u16, bmin: &mut [f32], bmax: &mut [f32]) {
-        if is_leaf(r) {
-            let q = store.get(self.leaf_point[(r & !LEAF_BIT) as usize]);
-            extend(bmin, bmax, q);
-        } else if let Some((lo, hi)) = self.cached_box(r) {
-            for ((a, b), (&l, &h)) in bmin.iter_mut().zip(bmax.iter_mut()).zip(lo.iter().zip(hi)) {
-                *a = fmin(*a, l);
-                *b = fmax(*b, h);
+        by_dims!(
+            self.dims,
+            union_box_n(self, store, r, bmin, bmax),
+            self.union_walk(store, r, bmin, bmax, extend, merge)
+        )
+    }
+
+    /// The walk of `union_box`, with the point and box unions passed in so
+    /// that the common dimensions get fully unrolled versions.
+    #[inline(always)]
+    fn union_walk(
+        &self,
+        store: &PointStore,
+        r: u16,
+        bmin: &mut [f32],
+        bmax: &mut [f32],
+        extend: impl Fn(&mut [f32], &mut [f32], &[f32]),
+        merge: impl Fn(&mut [f32], &mut [f32], &[f32], &[f32]),
+    ) {
+        // Explicit stack for the (small) uncached subtrees; deeper ones recurse.
+        let mut stack = [0u16; 16];
+        let mut sp = 0usize;
+        let mut cur = r;
+        loop {
+            if is_leaf(cur) {
+                extend(
+                    bmin,
+                    bmax,
+                    store.get(self.leaf_point[(cur & !LEAF_BIT) as usize]),
+                );
+            } else if let Some((lo, hi)) = self.cached_box(cur) {
+                merge(bmin, bmax, lo, hi);
+            } else {
+                let node = &self.nodes[cur as usize];
+                if sp < stack.len() {
+                    stack[sp] = node.right;
+                    sp += 1;
+                } else {
+                    self.union_box(store, node.right, bmin, bmax);
+                }
+                cur = node.left;
+                continue;
             }
-        } else {
-            let i = r as usize;
-            self.union_box(store, self.nodes[i].left, bmin, bmax);
-            self.union_box(store, self.nodes[i].right, bmin, bmax);
+            if sp == 0 {
+                break;
+            }
+            sp -= 1;
+            cur = stack[sp];
         }
     }
 
@@ -249,7 +291,7 @@ impl Tree {
                 s as u16
             }
         };
-        self.nodes[n as usize].box_slot = slot;
+        self.box_slot[n as usize] = slot;
         self.refresh_box(store, n);
     }
 
@@ -264,16 +306,16 @@ impl Tree {
         let (bmin, bmax) = tmp.split_at_mut(dims);
         self.union_box(store, self.nodes[i].left, bmin, bmax);
         self.union_box(store, self.nodes[i].right, bmin, bmax);
-        let start = self.nodes[i].box_slot as usize * 2 * dims;
+        let start = self.box_slot[i] as usize * 2 * dims;
         self.boxes[start..start + 2 * dims].copy_from_slice(&tmp);
         self.tmp = tmp;
     }
 
     fn drop_box(&mut self, n: u16) {
-        let slot = self.nodes[n as usize].box_slot;
+        let slot = self.box_slot[n as usize];
         if slot != NO_BOX {
             self.free_boxes.push(slot);
-            self.nodes[n as usize].box_slot = NO_BOX;
+            self.box_slot[n as usize] = NO_BOX;
         }
     }
 
@@ -293,7 +335,7 @@ impl Tree {
         for &n in path.iter().rev() {
             let i = n as usize;
             self.nodes[i].mass += 1;
-            let slot = self.nodes[i].box_slot;
+            let slot = self.box_slot[i];
             if slot != NO_BOX {
                 let start = slot as usize * 2 * self.dims;
                 let (lo, hi) = self.boxes[start..start + 2 * self.dims].split_at_mut(self.dims);
@@ -437,6 +479,7 @@ impl Tree {
 
     pub(crate) fn heap_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
+            + self.box_slot.capacity() * 2
             + self.leaf_point.capacity() * 4
             + self.leaf_mass.capacity() * 2
             + self.boxes.capacity() * 4
@@ -463,65 +506,12 @@ impl Tree {
     }
 }
 
-#[inline]
-pub(super) fn extend(bmin: &mut [f32], bmax: &mut [f32], q: &[f32]) {
-    for ((a, b), &x) in bmin.iter_mut().zip(bmax.iter_mut()).zip(q) {
-        *a = fmin(*a, x);
-        *b = fmax(*b, x);
-    }
-}
-
-// Plain comparisons instead of `f32::min`/`max`, whose NaN handling costs
-// several instructions per coordinate: every stored coordinate is finite.
-
-#[inline(always)]
-pub(super) fn fmin(a: f32, b: f32) -> f32 {
-    if b < a { b } else { a }
-}
-
-#[inline(always)]
-pub(super) fn fmax(a: f32, b: f32) -> f32 {
-    if b > a { b } else { a }
-}
-
-/// Sum over coordinates of how far `p` lies outside `[lo, hi]`, and the sum
-/// of the box's side lengths, with eight partial sums so the loop vectorises.
-#[inline]
-pub(super) fn gap_span(p: &[f32], lo: &[f32], hi: &[f32]) -> (f32, f32) {
-    const W: usize = 8;
-    let n = p.len();
-    let (lo, hi) = (&lo[..n], &hi[..n]);
-    let split = n - n % W;
-    let (pc, pr) = p.split_at(split);
-    let (lc, lr) = lo.split_at(split);
-    let (hc, hr) = hi.split_at(split);
-    let mut g = [0.0f32; W];
-    let mut s = [0.0f32; W];
-    for ((pc, lc), hc) in pc
-        .chunks_exact(W)
-        .zip(lc.chunks_exact(W))
-        .zip(hc.chunks_exact(W))
-    {
-        let (pc, lc, hc) = (&pc[..W], &lc[..W], &hc[..W]);
-        for k in 0..W {
-            g[k] += pos(pc[k] - hc[k]) + pos(lc[k] - pc[k]);
-            s[k] += hc[k] - lc[k];
-        }
-    }
-    let (mut gap, mut span) = (0.0f32, 0.0f32);
-    for k in 0..W {
-        gap += g[k];
-        span += s[k];
-    }
-    for ((&x, &l), &h) in pr.iter().zip(lr).zip(hr) {
-        gap += pos(x - h) + pos(l - x);
-        span += h - l;
-    }
-    (gap, span)
-}
-
-/// `max(x, 0)` for finite `x`.
-#[inline(always)]
-pub(super) fn pos(x: f32) -> f32 {
-    if x > 0.0 { x } else { 0.0 }
+fn union_box_n<const N: usize>(
+    tree: &Tree,
+    store: &PointStore,
+    r: u16,
+    bmin: &mut [f32],
+    bmax: &mut [f32],
+) {
+    tree.union_walk(store, r, bmin, bmax, extend_n::<N>, merge_n::<N>);
 }
