@@ -9,10 +9,10 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use features::{Col, FEATURE_COUNT};
 use models::failure::{
-    FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, Logistic, Platt, TrainingMeta, input,
+    FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, InputState, Logistic, Platt, TrainingMeta,
 };
 use models::rng::SplitMix64;
-use models::trend::{Trend, TrendConfig};
+use models::trend::TrendConfig;
 
 fn synthetic_model() -> FailureModel {
     let mut r = SplitMix64::new(3);
@@ -55,16 +55,15 @@ fn bench(c: &mut Criterion) {
         *v = (r.next_u64() % 10_000) as f32 / 100.0;
     }
     let cfg = TrendConfig::default();
-    let mut trend = Trend::new();
+    let mut state = InputState::new();
     let mut ts = 1_800_000_000_000i64;
     let mut x = vec![0f32; INPUT_WIDTH];
     c.bench_function("failure_model_per_sample", |b| {
         b.iter(|| {
             ts += 30_000;
             values[Col::EccSbeDelta as usize] = (ts / 30_000 % 3) as f32;
-            trend.update(&input::trend_input(ts, &values));
-            let f = trend.forecast(&cfg, ts);
-            input::build(&values, f.as_ref(), &mut x);
+            let f = state.update(&cfg, ts, &values);
+            state.build(ts, &values, f.as_ref(), &mut x);
             black_box(model.probability(black_box(&x)))
         })
     });

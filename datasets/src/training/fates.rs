@@ -22,6 +22,11 @@ pub const HARD_XIDS: [u32; 7] = [48, 64, 79, 94, 95, 119, 120];
 /// A GPU that stops reporting this long before its host does is lost.
 pub const LOST_AFTER_MS: i64 = 10 * 60 * 1000;
 
+/// Failure kinds with no precursor to predict from: a GPU that dies
+/// (the simulator's `sudden_death`) or stops reporting (`gpu_lost`, read
+/// off the telemetry when no label names the kind).
+pub const NO_PRECURSOR: [&str; 2] = ["sudden_death", "gpu_lost"];
+
 /// Label kinds that are not GPU failures.
 pub const NOT_FAILURES: [&str; 2] = ["straggler", "rack_cooling"];
 
@@ -36,6 +41,9 @@ pub struct Fate {
     /// The label's kind when a label names it, else the telemetry's
     /// (`dbe`, `hard_xid`, `remap_failure`, `gpu_lost`).
     pub kind: Option<String>,
+    /// When the failure's precursor began, when a label says so
+    /// (simulator ground truth); None when unknown.
+    pub onset_ms: Option<i64>,
 }
 
 /// The fates of every GPU in a feature export.
@@ -74,6 +82,7 @@ impl Fates {
                     host: r.host,
                     failure_ms: None,
                     kind: None,
+                    onset_ms: None,
                 });
             }
             let f = &mut fates[g];
@@ -141,14 +150,27 @@ impl Fates {
                 Some(t) if (t - l.ts_ms).abs() <= 3_600_000 => {
                     f.kind = Some(l.kind.clone());
                     f.failure_ms = Some(t.min(l.ts_ms));
+                    f.onset_ms = l.onset_ms;
                 }
                 Some(t) if t < l.ts_ms => {}
                 _ => {
                     f.failure_ms = Some(l.ts_ms);
                     f.kind = Some(l.kind.clone());
+                    f.onset_ms = l.onset_ms;
                 }
             }
         }
+    }
+
+    /// Whether `fate`'s failure shows at `ts_ms`: its kind has a
+    /// precursor and, when the labels give the precursor's onset, `ts_ms`
+    /// is at or after it. True for GPUs that do not fail.
+    pub fn visible(fate: &Fate, ts_ms: i64) -> bool {
+        if fate.failure_ms.is_none() {
+            return true;
+        }
+        !NO_PRECURSOR.contains(&fate.kind.as_deref().unwrap_or(""))
+            && fate.onset_ms.is_none_or(|o| ts_ms >= o)
     }
 
     /// Number of GPUs that fail in the file.

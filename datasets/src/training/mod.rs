@@ -29,7 +29,7 @@ use std::path::Path;
 use features::FEATURE_COUNT;
 use features::rng::splitmix64;
 
-pub use fates::{Fate, Fates};
+pub use fates::{Fate, Fates, NO_PRECURSOR};
 pub use reader::{Interner, RowRef, for_each_row};
 
 use crate::error::DatasetError;
@@ -58,6 +58,14 @@ pub struct SetConfig {
     /// Where the time cut lies, as a fraction of the file's time span.
     /// `None`: no time cut and no GPU split (a whole file for evaluation).
     pub time_cut: Option<f64>,
+    /// Leave out of the *training* split the positives no model can
+    /// predict: rows of failures with no precursor ([`NO_PRECURSOR`]) and
+    /// rows before a labelled precursor onset. They look like healthy
+    /// rows, so as positives they teach a booster the identities of the
+    /// few failing GPUs rather than the precursors. Calibration and
+    /// validation keep every row, so probabilities stay those of the
+    /// horizon as defined.
+    pub skip_invisible: bool,
 }
 
 impl Default for SetConfig {
@@ -70,6 +78,7 @@ impl Default for SetConfig {
             calibration_share: 0.15,
             validation_share: 0.15,
             time_cut: Some(0.5),
+            skip_invisible: false,
         }
     }
 }
@@ -122,6 +131,9 @@ pub struct ExampleSet {
     pub weight: Vec<f32>,
     /// Hours to failure (positives), else NaN.
     pub lead_h: Vec<f32>,
+    /// Whether the row's failure shows at that time ([`Fates::visible`];
+    /// true for negatives).
+    pub visible: Vec<bool>,
     pub gpu: Vec<u32>,
     pub ts_ms: Vec<i64>,
 }
@@ -150,11 +162,13 @@ impl ExampleSet {
         self.y.iter().filter(|y| **y == 1).count()
     }
 
-    fn push(&mut self, x: &[f32], y: bool, w: f32, lead_h: f32, gpu: u32, ts: i64) {
+    #[allow(clippy::too_many_arguments)]
+    fn push(&mut self, x: &[f32], y: bool, w: f32, lead_h: f32, visible: bool, gpu: u32, ts: i64) {
         self.x.extend_from_slice(x);
         self.y.push(u8::from(y));
         self.weight.push(w);
         self.lead_h.push(lead_h);
+        self.visible.push(visible);
         self.gpu.push(gpu);
         self.ts_ms.push(ts);
     }
@@ -252,8 +266,12 @@ pub fn build(
         let Some(split) = split_of(cfg, &fates, name, r.ts_ms) else {
             return;
         };
+        let visible = Fates::visible(fate, r.ts_ms);
+        if y && !visible && cfg.skip_invisible && split == Split::Train {
+            return;
+        }
         sets.get_mut(split)
-            .push(&buf, y, (1.0 / rate) as f32, lead_h, g, r.ts_ms);
+            .push(&buf, y, (1.0 / rate) as f32, lead_h, visible, g, r.ts_ms);
     })?;
     if let Some(n) = err {
         return Err(DatasetError::Schema {

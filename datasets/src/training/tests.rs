@@ -9,6 +9,7 @@ fn fate(failure_ms: Option<i64>, last_ms: i64) -> Fate {
         host: 0,
         failure_ms,
         kind: failure_ms.map(|_| "hbm_ecc".to_string()),
+        onset_ms: None,
     }
 }
 

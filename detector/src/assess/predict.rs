@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use features::{Col, FeatureRow, GpuId};
-use models::failure::{FailureModel, INPUT_WIDTH, input};
+use models::failure::{FailureModel, History, INPUT_WIDTH, input};
 use models::trend::{Forecast, Trend, TrendConfig};
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +60,10 @@ pub struct Predictor {
     model: Option<Arc<FailureModel>>,
     config: TrendConfig,
     trends: HashMap<GpuId, Trend>,
+    /// The failure model's history columns, per GPU (kept only with a
+    /// model).
+    #[serde(default)]
+    history: HashMap<GpuId, History>,
     #[serde(skip, default = "input_buf")]
     x: Vec<f32>,
 }
@@ -74,6 +78,7 @@ impl Predictor {
             model,
             config: TrendConfig::default(),
             trends: HashMap::new(),
+            history: HashMap::new(),
             x: input_buf(),
         }
     }
@@ -86,7 +91,8 @@ impl Predictor {
         self.trends
             .values()
             .map(|t| t.heap_bytes() + std::mem::size_of::<Trend>() + 48)
-            .sum()
+            .sum::<usize>()
+            + self.history.len() * (std::mem::size_of::<History>() + 48)
     }
 
     /// Updates `row.gpu`'s trend, scores the row, and adds the predictive
@@ -109,11 +115,25 @@ impl Predictor {
         if let Some(f) = &forecast {
             add_trend(f, components, reasons);
         }
-        if let (true, Some(model)) = (warm, &self.model) {
+        if let Some(model) = &self.model {
+            let history = match self.history.get_mut(&row.gpu) {
+                Some(h) => h,
+                None => self.history.entry(row.gpu.clone()).or_default(),
+            };
+            history.update(row.ts_ms, &row.values);
+            if !warm {
+                return forecast.map(|f| f.eta_h);
+            }
             if self.x.len() != INPUT_WIDTH {
                 self.x = input_buf();
             }
-            input::build(&row.values, forecast.as_ref(), &mut self.x);
+            input::build(
+                row.ts_ms,
+                &row.values,
+                forecast.as_ref(),
+                history,
+                &mut self.x,
+            );
             let p = model.probability(&self.x);
             if p >= model.threshold / 2.0 {
                 add_prediction(row, p, model, components, reasons);

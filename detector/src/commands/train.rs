@@ -11,9 +11,10 @@ use anyhow::Context;
 use clap::Args;
 use datasets::training::{self, ExampleSet, SetConfig, Sets};
 use models::failure::{
-    FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, Logistic, Platt, TrainingMeta, input, metrics,
+    Booster, FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, InputState, Logistic, Platt,
+    TrainingMeta, metrics,
 };
-use models::trend::{Trend, TrendConfig};
+use models::trend::TrendConfig;
 
 /// Train the failure model from feature exports and labels.
 #[derive(Args, Debug)]
@@ -38,15 +39,47 @@ pub struct TrainArgs {
     /// Fraction of negative examples kept (each stands for 1/rate).
     #[arg(long, default_value_t = 0.05)]
     pub negative_rate: f64,
+    /// Fraction of positive examples kept (each stands for 1/rate):
+    /// neighbouring rows of one failing GPU are near-copies.
+    #[arg(long, default_value_t = 1.0)]
+    pub positive_rate: f64,
+    /// Train only on positives a model can see: leave out of the training
+    /// split the rows of failures with no precursor and rows before a
+    /// labelled precursor onset (calibration and validation keep them).
+    #[arg(long)]
+    pub skip_invisible: bool,
+    /// Histogram bins per feature in the booster.
+    #[arg(long, default_value_t = 64)]
+    pub max_bin: u16,
+    /// Which crate trains the trees: `forust` (fixed rounds, depth and
+    /// learning rate) or `perpetual` (one budget, stops by itself).
+    #[arg(long, value_enum, default_value_t = BoosterArg::Forust)]
+    pub booster: BoosterArg,
     /// perpetual's complexity budget.
     #[arg(long, default_value_t = 0.5)]
     pub budget: f32,
-    /// Boosting rounds at most.
-    #[arg(long, default_value_t = 200)]
+    /// Boosting rounds (perpetual: at most).
+    #[arg(long, default_value_t = 150)]
     pub iterations: usize,
+    /// forust: learning rate.
+    #[arg(long, default_value_t = 0.1)]
+    pub learning_rate: f32,
+    /// forust: tree depth.
+    #[arg(long, default_value_t = 5)]
+    pub max_depth: usize,
+    /// forust: share of the training rows each tree sees.
+    #[arg(long, default_value_t = 0.8)]
+    pub subsample: f32,
     /// Where the train / held-out time cut lies, as a fraction of the span.
     #[arg(long, default_value_t = 0.5)]
     pub time_cut: f64,
+}
+
+/// `--booster`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoosterArg {
+    Forust,
+    Perpetual,
 }
 
 /// Loads the artifact at `path`, if any, for the pipeline.
@@ -127,6 +160,7 @@ fn append(dst: &mut ExampleSet, src: ExampleSet) {
     dst.y.extend(src.y);
     dst.weight.extend(src.weight);
     dst.lead_h.extend(src.lead_h);
+    dst.visible.extend(src.visible);
     dst.gpu.extend(src.gpu);
     dst.ts_ms.extend(src.ts_ms);
 }
@@ -137,7 +171,7 @@ fn read_one(
     cfg: &SetConfig,
 ) -> anyhow::Result<(training::Fates, Sets)> {
     let tcfg = TrendConfig::default();
-    let mut trends: Vec<Trend> = Vec::new();
+    let mut states: Vec<InputState> = Vec::new();
     let mut row = [0f32; INPUT_WIDTH];
     let pb = crate::progress::bar(0, "rows");
     let out = training::build(
@@ -147,13 +181,12 @@ fn read_one(
         INPUT_WIDTH,
         |r, out| {
             let g = r.gpu as usize;
-            if g >= trends.len() {
-                trends.resize_with(g + 1, Trend::new);
+            if g >= states.len() {
+                states.resize_with(g + 1, InputState::new);
             }
-            let t = &mut trends[g];
-            t.update(&input::trend_input(r.ts_ms, r.values));
-            let f = t.forecast(&tcfg, r.ts_ms);
-            input::build(r.values, f.as_ref(), &mut row);
+            let st = &mut states[g];
+            let f = st.update(&tcfg, r.ts_ms, r.values);
+            st.build(r.ts_ms, r.values, f.as_ref(), &mut row);
             out.extend_from_slice(&row);
         },
         |done, total| {
@@ -205,11 +238,12 @@ pub fn score(set: &ExampleSet, f: impl Fn(&[f32]) -> f64) -> Vec<f64> {
     (0..set.len()).map(|i| f(set.row(i))).collect()
 }
 
-/// Per failing GPU in `set`, the highest probability at least 1 h ahead.
+/// Per failing GPU in `set` whose failure has a precursor, the highest
+/// probability at least 1 h ahead (rows where the precursor shows).
 fn event_maxima(set: &ExampleSet, p: &[f64]) -> Vec<f64> {
     let mut best: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
     for (i, pi) in p.iter().enumerate().take(set.len()) {
-        if set.y[i] == 1 && set.lead_h[i] >= 1.0 {
+        if set.y[i] == 1 && set.lead_h[i] >= 1.0 && set.visible[i] {
             let e = best.entry(set.gpu[i]).or_insert(0.0);
             *e = e.max(*pi);
         }
@@ -236,8 +270,10 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     let cfg = SetConfig {
         horizon_ms: args.horizon,
         negative_rate: args.negative_rate,
+        positive_rate: args.positive_rate,
         seed: args.seed,
         time_cut: Some(args.time_cut),
+        skip_invisible: args.skip_invisible,
         ..SetConfig::default()
     };
     let (sets, gpus, failures) = load_sets(&args.data, &args.labels, &cfg)?;
@@ -259,10 +295,20 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
 
     let t1 = Instant::now();
     let params = GbdtParams {
+        booster: match args.booster {
+            BoosterArg::Forust => Booster::Forust,
+            BoosterArg::Perpetual => Booster::Perpetual,
+        },
         budget: args.budget,
         seed: args.seed,
         threads: None,
         iteration_limit: Some(args.iterations),
+        max_bin: args.max_bin,
+        rounds: args.iterations,
+        learning_rate: args.learning_rate,
+        max_depth: args.max_depth,
+        subsample: args.subsample,
+        ..GbdtParams::default()
     };
     let gbdt = Gbdt::train(&tr.x, INPUT_WIDTH, &tr.y, &balanced(tr), &params)?;
     let gbdt_s = t1.elapsed().as_secs_f64();
@@ -310,7 +356,21 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             validation_rows: va.len(),
             gpus,
             failures,
-            booster: "perpetual 3.0.0-rc.2 (LogLoss), flattened".into(),
+            booster: format!(
+                "{}, flattened; {}",
+                params.booster.describe(),
+                match params.booster {
+                    Booster::Forust => format!(
+                        "{} rounds, learning rate {}, depth {}, {} bins, subsample {}",
+                        args.iterations,
+                        args.learning_rate,
+                        args.max_depth,
+                        args.max_bin,
+                        args.subsample
+                    ),
+                    Booster::Perpetual => format!("budget {}, {} bins", args.budget, args.max_bin),
+                }
+            ),
             budget: args.budget,
             train_seconds: gbdt_s,
             validation: Vec::new(),

@@ -1,8 +1,8 @@
-//! The gradient-boosted classifier: trained with `perpetual` (pure Rust, see
-//! `docs/decisions/0001-gradient-boosting.md`), then flattened into our own
-//! array-of-nodes trees, which are what the artifact stores and the pipeline
-//! runs: no hash lookups on the hot path, and an artifact format that does
-//! not change when the training crate does.
+//! The gradient-boosted classifier: trained with `forust-ml` or `perpetual`
+//! (both pure Rust; see `docs/decisions/0001-gradient-boosting.md`), then
+//! flattened into our own array-of-nodes trees, which are what the artifact
+//! stores and the pipeline runs: no hash lookups on the hot path, and an
+//! artifact format that does not change when the training crate does.
 
 use std::collections::HashMap;
 
@@ -25,7 +25,7 @@ pub struct Node {
     pub value: f32,
 }
 
-const LEAF: u32 = u32::MAX;
+pub(crate) const LEAF: u32 = u32::MAX;
 
 /// A flattened ensemble; the raw output is a logit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,27 +34,76 @@ pub struct Gbdt {
     pub trees: Vec<Vec<Node>>,
 }
 
+/// Which crate trains the trees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Booster {
+    /// `forust-ml`: fixed rounds, learning rate and depth.
+    Forust,
+    /// `perpetual`: one complexity budget, stops by itself.
+    Perpetual,
+}
+
+impl Booster {
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Booster::Forust => "forust-ml 0.8.0 (LogLoss)",
+            Booster::Perpetual => "perpetual 3.0.0-rc.2 (LogLoss)",
+        }
+    }
+}
+
 /// Training parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GbdtParams {
-    /// perpetual's complexity budget (higher: more, finer trees).
-    pub budget: f32,
+    pub booster: Booster,
     pub seed: u64,
     /// Threads (None: all cores).
     pub threads: Option<usize>,
-    /// Stop after this many boosting rounds.
+    /// Histogram bins per feature.
+    pub max_bin: u16,
+    /// perpetual: complexity budget (higher: more, finer trees).
+    pub budget: f32,
+    /// perpetual: stop after this many boosting rounds.
     pub iteration_limit: Option<usize>,
+    /// forust: boosting rounds.
+    pub rounds: usize,
+    /// forust: learning rate.
+    pub learning_rate: f32,
+    /// forust: tree depth.
+    pub max_depth: usize,
+    /// forust: least hessian weight in a leaf.
+    pub min_leaf_weight: f32,
+    /// forust: share of rows each tree sees.
+    pub subsample: f32,
 }
 
 impl Default for GbdtParams {
     fn default() -> Self {
         GbdtParams {
-            budget: 0.5,
+            booster: Booster::Forust,
             seed: 1,
             threads: None,
+            max_bin: 64,
+            budget: 0.5,
             iteration_limit: Some(200),
+            rounds: 150,
+            learning_rate: 0.1,
+            max_depth: 5,
+            min_leaf_weight: 5.0,
+            subsample: 0.8,
         }
     }
+}
+
+/// Row-major f32 to the column-major f64 both crates read.
+fn column_major(x: &[f32], width: usize, n: usize) -> Vec<f64> {
+    let mut cols = vec![0f64; n * width];
+    for (r, row) in x.chunks_exact(width).enumerate() {
+        for (c, v) in row.iter().enumerate() {
+            cols[c * n + r] = f64::from(*v);
+        }
+    }
+    cols
 }
 
 impl Gbdt {
@@ -67,8 +116,16 @@ impl Gbdt {
         w: &[f32],
         p: &GbdtParams,
     ) -> Result<Gbdt, FailureModelError> {
-        let booster = fit_booster(x, width, y, w, p)?;
-        Gbdt::from_booster(&booster)
+        match p.booster {
+            Booster::Perpetual => Gbdt::from_booster(&fit_booster(x, width, y, w, p)?),
+            Booster::Forust => {
+                let n = y.len();
+                let cols = column_major(x, width, n);
+                let yf: Vec<f64> = y.iter().map(|v| f64::from(*v)).collect();
+                let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
+                super::forust::flatten(&super::forust::fit_booster(&cols, n, width, &yf, &wf, p)?)
+            }
+        }
     }
 
     /// Flattens a trained booster.
@@ -193,13 +250,7 @@ pub fn fit_booster(
     p: &GbdtParams,
 ) -> Result<PerpetualBooster, FailureModelError> {
     let n = y.len();
-    // perpetual reads column-major f64.
-    let mut cols = vec![0f64; n * width];
-    for (r, row) in x.chunks_exact(width).enumerate() {
-        for (c, v) in row.iter().enumerate() {
-            cols[c * n + r] = f64::from(*v);
-        }
-    }
+    let cols = column_major(x, width, n);
     let m = Matrix::new(&cols, n, width);
     let yf: Vec<f64> = y.iter().map(|v| f64::from(*v)).collect();
     let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
@@ -209,6 +260,7 @@ pub fn fit_booster(
         .set_seed(p.seed)
         .set_num_threads(p.threads)
         .set_iteration_limit(p.iteration_limit)
+        .set_max_bin(p.max_bin)
         .set_missing_node_treatment(MissingNodeTreatment::AverageNodeWeight)
         .set_log_iterations(0);
     b.fit(&m, &yf, Some(&wf), None)

@@ -9,7 +9,9 @@
 //! configured; [`FailureModel::probability`] is the hot path (~100 trees,
 //! array walks, no allocation).
 
+pub mod forust;
 pub mod gbdt;
+pub mod history;
 pub mod input;
 pub mod logistic;
 pub mod metrics;
@@ -21,14 +23,15 @@ use features::FEATURE_SCHEMA_VERSION;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use gbdt::{Gbdt, GbdtParams};
-pub use input::{INPUT_WIDTH, input_names};
+pub use gbdt::{Booster, Gbdt, GbdtParams};
+pub use history::History;
+pub use input::{INPUT_VERSION, INPUT_WIDTH, InputState, input_names};
 pub use logistic::Logistic;
 pub use platt::Platt;
 
 /// The artifact's format tag and version.
 pub const FORMAT: &str = "forewarn-failure-model";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Error)]
 pub enum FailureModelError {
@@ -46,6 +49,15 @@ pub enum FailureModelError {
          {expected}: retrain it with `forewarn train` on a fresh `forewarn features` export"
     )]
     SchemaMismatch {
+        path: String,
+        found: u32,
+        expected: u32,
+    },
+    #[error(
+        "{path} was trained on model input version {found}, this build computes version \
+         {expected}: retrain it with `forewarn train`"
+    )]
+    InputMismatch {
         path: String,
         found: u32,
         expected: u32,
@@ -78,6 +90,8 @@ pub struct FailureModel {
     pub format: String,
     pub format_version: u32,
     pub feature_schema_version: u32,
+    /// [`INPUT_VERSION`] of the build that trained it.
+    pub input_version: u32,
     pub input_names: Vec<String>,
     pub meta: TrainingMeta,
     pub gbdt: Gbdt,
@@ -103,6 +117,7 @@ impl FailureModel {
             format: FORMAT.into(),
             format_version: FORMAT_VERSION,
             feature_schema_version: FEATURE_SCHEMA_VERSION,
+            input_version: INPUT_VERSION,
             input_names: input_names(),
             meta,
             gbdt,
@@ -152,12 +167,14 @@ impl FailureModel {
             format: String,
             format_version: u32,
             feature_schema_version: u32,
+            #[serde(default)]
+            input_version: u32,
         }
         let h: Header = serde_json::from_slice(&bytes).map_err(|e| format(e.to_string()))?;
         if h.format != FORMAT {
             return Err(format(format!("format {:?}", h.format)));
         }
-        if h.format_version != FORMAT_VERSION {
+        if h.format_version != FORMAT_VERSION && h.format_version != 1 {
             return Err(format(format!(
                 "artifact format version {}, this build reads {FORMAT_VERSION}",
                 h.format_version
@@ -168,6 +185,13 @@ impl FailureModel {
                 path: p,
                 found: h.feature_schema_version,
                 expected: FEATURE_SCHEMA_VERSION,
+            });
+        }
+        if h.input_version != INPUT_VERSION {
+            return Err(FailureModelError::InputMismatch {
+                path: p,
+                found: h.input_version.max(1),
+                expected: INPUT_VERSION,
             });
         }
         let m: FailureModel = serde_json::from_slice(&bytes).map_err(|e| format(e.to_string()))?;

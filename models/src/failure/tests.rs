@@ -26,6 +26,7 @@ fn toy(n: usize, seed: u64) -> (Vec<f32>, Vec<u8>, Vec<f32>) {
 fn flattened_trees_predict_like_perpetual() {
     let (x, y, w) = toy(2_000, 1);
     let p = GbdtParams {
+        booster: Booster::Perpetual,
         threads: Some(1),
         iteration_limit: Some(30),
         ..GbdtParams::default()
@@ -53,11 +54,42 @@ fn flattened_trees_predict_like_perpetual() {
 }
 
 #[test]
+fn flattened_trees_predict_like_forust() {
+    let (x, y, w) = toy(2_000, 3);
+    let n = y.len();
+    let mut cols = vec![0f64; n * INPUT_WIDTH];
+    for (r, row) in x.chunks_exact(INPUT_WIDTH).enumerate() {
+        for (c, v) in row.iter().enumerate() {
+            cols[c * n + r] = f64::from(*v);
+        }
+    }
+    let yf: Vec<f64> = y.iter().map(|v| f64::from(*v)).collect();
+    let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
+    let p = GbdtParams {
+        threads: Some(1),
+        rounds: 30,
+        ..GbdtParams::default()
+    };
+    let b = forust::fit_booster(&cols, n, INPUT_WIDTH, &yf, &wf, &p).expect("fit");
+    let g = forust::flatten(&b).expect("flatten");
+    let theirs = b.predict(&forust_ml::Matrix::new(&cols, n, INPUT_WIDTH), false);
+    for (r, row) in x.chunks_exact(INPUT_WIDTH).enumerate() {
+        assert!((g.logit(row) - theirs[r]).abs() < 1e-6, "row {r}");
+    }
+    let acc = x
+        .chunks_exact(INPUT_WIDTH)
+        .zip(&y)
+        .filter(|(row, y)| (g.logit(row) > 0.0) == (**y == 1))
+        .count();
+    assert!(acc as f64 > 0.95 * n as f64, "accuracy {acc}/{n}");
+}
+
+#[test]
 fn artifact_round_trips_and_refuses_other_schemas() {
     let (x, y, w) = toy(600, 2);
     let p = GbdtParams {
         threads: Some(1),
-        iteration_limit: Some(10),
+        rounds: 10,
         ..GbdtParams::default()
     };
     let g = Gbdt::train(&x, INPUT_WIDTH, &y, &w, &p).expect("train");
@@ -91,6 +123,15 @@ fn artifact_round_trips_and_refuses_other_schemas() {
     let err = FailureModel::load(&path).expect_err("mismatch").to_string();
     assert!(
         err.contains("feature schema version") && err.contains("retrain"),
+        "{err}"
+    );
+    // Another model input: refused too.
+    let mut other = m.clone();
+    other.input_version = INPUT_VERSION - 1;
+    other.save(&path).expect("save");
+    let err = FailureModel::load(&path).expect_err("mismatch").to_string();
+    assert!(
+        err.contains("model input version") && err.contains("retrain"),
         "{err}"
     );
     std::fs::write(&path, b"{\"hello\": 1}").expect("write");

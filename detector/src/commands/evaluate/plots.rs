@@ -45,7 +45,7 @@ pub fn pr_curves(path: &Path, curves: &[(&str, &[PrPoint], f64)]) -> anyhow::Res
         .y_desc("precision")
         .draw()
         .map_err(err)?;
-    let colours = [BLUE, RED, GREEN];
+    let colours = [BLUE, RED, CYAN, MAGENTA, GREEN];
     for (i, (name, curve, ap)) in curves.iter().enumerate() {
         let c = colours[i % colours.len()];
         chart
