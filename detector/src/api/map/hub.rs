@@ -88,7 +88,7 @@ impl Hub {
     pub async fn snapshot(self: &Arc<Self>) -> Result<Arc<Snapshot>, ApiError> {
         if let Some(s) = self.latest().map_err(internal)? {
             let age = s.at.elapsed();
-            if age >= MIN_REFRESH && age < MAX_STALE {
+            if (MIN_REFRESH..MAX_STALE).contains(&age) {
                 self.refresh_behind();
             }
             if age < MAX_STALE {
