@@ -66,3 +66,18 @@ fn splits_keep_gpus_apart_and_training_before_the_cut() {
     let train = seen.values().filter(|s| **s == Split::Train).count();
     assert!((100..180).contains(&train), "{train} of 200 train");
 }
+
+#[test]
+fn only_rows_inside_a_precursor_are_visible() {
+    let mut f = fate(Some(100 * H), 100 * H);
+    // No onset known: every row before the failure counts.
+    assert!(Fates::visible(&f, 80 * H));
+    f.onset_ms = Some(90 * H);
+    assert!(!Fates::visible(&f, 89 * H));
+    assert!(Fates::visible(&f, 90 * H));
+    // A kind with no precursor is never visible.
+    f.kind = Some("sudden_death".into());
+    assert!(!Fates::visible(&f, 95 * H));
+    // Healthy GPUs are.
+    assert!(Fates::visible(&fate(None, 100 * H), 10 * H));
+}

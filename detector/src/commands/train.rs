@@ -59,13 +59,13 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0.5)]
     pub budget: f32,
     /// Boosting rounds (perpetual: at most).
-    #[arg(long, default_value_t = 150)]
+    #[arg(long, default_value_t = 300)]
     pub iterations: usize,
     /// forust: learning rate.
     #[arg(long, default_value_t = 0.1)]
     pub learning_rate: f32,
     /// forust: tree depth.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 3)]
     pub max_depth: usize,
     /// forust: share of the training rows each tree sees.
     #[arg(long, default_value_t = 0.8)]

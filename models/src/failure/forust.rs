@@ -48,8 +48,14 @@ pub fn fit_booster(
 
 /// Flattens a trained forust booster.
 pub fn flatten(b: &GradientBooster) -> Result<Gbdt, FailureModelError> {
-    let mut trees = Vec::with_capacity(b.trees.len());
-    for t in &b.trees {
+    // The trees forust predicts with (all of them unless early stopping
+    // chose fewer).
+    let n = b
+        .prediction_iteration
+        .unwrap_or(b.trees.len())
+        .min(b.trees.len());
+    let mut trees = Vec::with_capacity(n);
+    for t in &b.trees[..n] {
         // Nodes are stored by number; children may come in any order.
         let mut nodes = Vec::with_capacity(t.nodes.len());
         for (i, n) in t.nodes.iter().enumerate() {

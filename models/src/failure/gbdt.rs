@@ -86,9 +86,9 @@ impl Default for GbdtParams {
             max_bin: 64,
             budget: 0.5,
             iteration_limit: Some(200),
-            rounds: 150,
+            rounds: 300,
             learning_rate: 0.1,
-            max_depth: 5,
+            max_depth: 3,
             min_leaf_weight: 5.0,
             subsample: 0.8,
         }
