@@ -9,7 +9,7 @@ use forust_ml::objective::ObjectiveType;
 use forust_ml::sampler::SampleMethod;
 
 use super::FailureModelError;
-use super::gbdt::{Gbdt, GbdtParams, LEAF, Node};
+use super::gbdt::{Gbdt, GbdtParams, Node};
 
 fn err(e: impl std::fmt::Display) -> FailureModelError {
     FailureModelError::Training(format!("forust-ml: {e}"))
@@ -63,23 +63,17 @@ pub fn flatten(b: &GradientBooster) -> Result<Gbdt, FailureModelError> {
                 return Err(err(format!("node {} stored at {i}", n.num)));
             }
             nodes.push(if n.is_leaf {
-                Node {
-                    feature: LEAF,
-                    threshold: 0.0,
-                    left: 0,
-                    right: 0,
-                    missing: 0,
-                    value: n.weight_value,
-                }
+                Node::leaf(n.weight_value)
             } else {
-                Node {
-                    feature: n.split_feature as u32,
-                    threshold: n.split_value,
-                    left: n.left_child as u32,
-                    right: n.right_child as u32,
-                    missing: n.missing_node as u32,
-                    value: 0.0,
-                }
+                Node::split(
+                    n.split_feature as u32,
+                    n.split_value,
+                    [
+                        n.left_child as u32,
+                        n.right_child as u32,
+                        n.missing_node as u32,
+                    ],
+                )
             });
         }
         trees.push(nodes);

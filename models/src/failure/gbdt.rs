@@ -27,6 +27,33 @@ pub struct Node {
 
 pub(crate) const LEAF: u32 = u32::MAX;
 
+impl Node {
+    /// A leaf of value `value`.
+    pub(crate) fn leaf(value: f32) -> Node {
+        Node {
+            feature: LEAF,
+            threshold: 0.0,
+            left: 0,
+            right: 0,
+            missing: 0,
+            value,
+        }
+    }
+
+    /// A split on `feature` at `threshold`; children `[left, right, missing]`.
+    pub(crate) fn split(feature: u32, threshold: f64, children: [u32; 3]) -> Node {
+        let [left, right, missing] = children;
+        Node {
+            feature,
+            threshold,
+            left,
+            right,
+            missing,
+            value: 0.0,
+        }
+    }
+}
+
 /// A flattened ensemble; the raw output is a logit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gbdt {
@@ -165,23 +192,17 @@ impl Gbdt {
             for key in &order {
                 let n = &t.nodes[key];
                 nodes.push(if n.is_leaf {
-                    Node {
-                        feature: LEAF,
-                        threshold: 0.0,
-                        left: 0,
-                        right: 0,
-                        missing: 0,
-                        value: n.weight_value,
-                    }
+                    Node::leaf(n.weight_value)
                 } else {
-                    Node {
-                        feature: n.split_feature as u32,
-                        threshold: n.split_value,
-                        left: pos[&n.left_child],
-                        right: pos[&n.right_child],
-                        missing: pos[&n.missing_node],
-                        value: 0.0,
-                    }
+                    Node::split(
+                        n.split_feature as u32,
+                        n.split_value,
+                        [
+                            pos[&n.left_child],
+                            pos[&n.right_child],
+                            pos[&n.missing_node],
+                        ],
+                    )
                 });
             }
             trees.push(nodes);

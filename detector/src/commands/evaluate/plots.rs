@@ -108,15 +108,28 @@ pub fn lead_histogram(path: &Path, leads_h: &[f64], max_h: f64) -> anyhow::Resul
 
 /// Recall (≥ 1 h ahead) per failure kind, two models side by side.
 pub fn kind_recall(path: &Path, rows: &[(String, f64, f64)]) -> anyhow::Result<()> {
+    paired_bars(
+        path,
+        "Failures alarmed ≥ 1 h ahead, by kind (blue: GBDT, red: logistic)",
+        "recall",
+        rows,
+    )
+}
+
+/// Two bars in [0, 1] per named row (blue, then red), e.g. two models'
+/// recall per failure kind.
+pub fn paired_bars(
+    path: &Path,
+    caption: &str,
+    y_desc: &str,
+    rows: &[(String, f64, f64)],
+) -> anyhow::Result<()> {
     font();
     let n = rows.len().max(1) as u32;
     let root = BitMapBackend::new(path, (720, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Failures alarmed ≥ 1 h ahead, by kind (blue: GBDT, red: logistic)",
-            ("sans-serif", 18),
-        )
+        .caption(caption, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(50)
@@ -135,7 +148,7 @@ pub fn kind_recall(path: &Path, rows: &[(String, f64, f64)]) -> anyhow::Result<(
                 String::new()
             }
         })
-        .y_desc("recall")
+        .y_desc(y_desc)
         .draw()
         .map_err(err)?;
     for (i, (_, g, l)) in rows.iter().enumerate() {

@@ -11,7 +11,6 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
-use plotters::prelude::*;
 use serde::Serialize;
 
 use super::scenario::Outcome;
@@ -536,44 +535,10 @@ fn twins(outcomes: &[Outcome]) -> Vec<TwinRow> {
 /// Two bars per failure kind: detected by failure + 5 min (blue) and
 /// alerted ≥ 1 h ahead among those with a visible precursor (red).
 fn recall_bars(path: &Path, rows: &[(String, f64, f64)]) -> anyhow::Result<()> {
-    let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("plotting: {e}");
-    let n = rows.len().max(1) as u32;
-    let root = BitMapBackend::new(path, (720, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Per kind: detected by failure + 5 min (blue), >= 1 h ahead (red)",
-            ("sans-serif", 18),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0f64..f64::from(n), 0f64..1.05f64)
-        .map_err(|e| err(&e))?;
-    let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(n as usize * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = (x - 0.5).round();
-            if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 {
-                names.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
-        .y_desc("fraction of failures")
-        .draw()
-        .map_err(|e| err(&e))?;
-    for (i, (_, a, b)) in rows.iter().enumerate() {
-        let x = i as f64;
-        chart
-            .draw_series([
-                Rectangle::new([(x + 0.1, 0.0), (x + 0.48, *a)], BLUE.filled()),
-                Rectangle::new([(x + 0.52, 0.0), (x + 0.9, *b)], RED.filled()),
-            ])
-            .map_err(|e| err(&e))?;
-    }
-    root.present().map_err(|e| err(&e))
+    super::plots::paired_bars(
+        path,
+        "Per kind: detected by failure + 5 min (blue), >= 1 h ahead (red)",
+        "fraction of failures",
+        rows,
+    )
 }
