@@ -9,22 +9,19 @@ use forust_ml::objective::ObjectiveType;
 use forust_ml::sampler::SampleMethod;
 
 use super::FailureModelError;
-use super::gbdt::{Gbdt, GbdtParams, Node};
+use super::gbdt::{Columns, Gbdt, GbdtParams, Node};
 
 fn err(e: impl std::fmt::Display) -> FailureModelError {
     FailureModelError::Training(format!("forust-ml: {e}"))
 }
 
 /// Fits a forust booster (LogLoss) on column-major data.
-pub fn fit_booster(
-    cols: &[f64],
-    n: usize,
+pub(crate) fn fit_booster(
+    d: &Columns,
     width: usize,
-    y: &[f64],
-    w: &[f64],
     p: &GbdtParams,
 ) -> Result<GradientBooster, FailureModelError> {
-    let m = forust_ml::Matrix::new(cols, n, width);
+    let m = forust_ml::Matrix::new(&d.cols, d.n, width);
     let mut b = GradientBooster::default()
         .set_objective_type(ObjectiveType::LogLoss)
         .set_iterations(p.rounds)
@@ -42,7 +39,7 @@ pub fn fit_booster(
             .set_subsample(p.subsample)
             .set_sample_method(SampleMethod::Random);
     }
-    b.fit(&m, y, w, None).map_err(err)?;
+    b.fit(&m, &d.y, &d.w, None).map_err(err)?;
     Ok(b)
 }
 

@@ -122,15 +122,32 @@ impl Default for GbdtParams {
     }
 }
 
-/// Row-major f32 to the column-major f64 both crates read.
-fn column_major(x: &[f32], width: usize, n: usize) -> Vec<f64> {
-    let mut cols = vec![0f64; n * width];
-    for (r, row) in x.chunks_exact(width).enumerate() {
-        for (c, v) in row.iter().enumerate() {
-            cols[c * n + r] = f64::from(*v);
+/// Training data as both boosters read it: column-major f64 features,
+/// f64 labels and weights.
+pub(crate) struct Columns {
+    pub cols: Vec<f64>,
+    pub n: usize,
+    pub y: Vec<f64>,
+    pub w: Vec<f64>,
+}
+
+impl Columns {
+    /// From row-major `x` (`width` columns), labels and weights.
+    pub(crate) fn new(x: &[f32], width: usize, y: &[u8], w: &[f32]) -> Columns {
+        let n = y.len();
+        let mut cols = vec![0f64; n * width];
+        for (r, row) in x.chunks_exact(width).enumerate() {
+            for (c, v) in row.iter().enumerate() {
+                cols[c * n + r] = f64::from(*v);
+            }
+        }
+        Columns {
+            cols,
+            n,
+            y: y.iter().map(|v| f64::from(*v)).collect(),
+            w: w.iter().map(|v| f64::from(*v)).collect(),
         }
     }
-    cols
 }
 
 impl Gbdt {
@@ -146,11 +163,8 @@ impl Gbdt {
         match p.booster {
             Booster::Perpetual => Gbdt::from_booster(&fit_booster(x, width, y, w, p)?),
             Booster::Forust => {
-                let n = y.len();
-                let cols = column_major(x, width, n);
-                let yf: Vec<f64> = y.iter().map(|v| f64::from(*v)).collect();
-                let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
-                super::forust::flatten(&super::forust::fit_booster(&cols, n, width, &yf, &wf, p)?)
+                let d = Columns::new(x, width, y, w);
+                super::forust::flatten(&super::forust::fit_booster(&d, width, p)?)
             }
         }
     }
@@ -270,11 +284,8 @@ pub fn fit_booster(
     w: &[f32],
     p: &GbdtParams,
 ) -> Result<PerpetualBooster, FailureModelError> {
-    let n = y.len();
-    let cols = column_major(x, width, n);
-    let m = Matrix::new(&cols, n, width);
-    let yf: Vec<f64> = y.iter().map(|v| f64::from(*v)).collect();
-    let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
+    let d = Columns::new(x, width, y, w);
+    let m = Matrix::new(&d.cols, d.n, width);
     let mut b = PerpetualBooster::default()
         .set_objective(Objective::LogLoss)
         .set_budget(p.budget)
@@ -284,7 +295,7 @@ pub fn fit_booster(
         .set_max_bin(p.max_bin)
         .set_missing_node_treatment(MissingNodeTreatment::AverageNodeWeight)
         .set_log_iterations(0);
-    b.fit(&m, &yf, Some(&wf), None)
+    b.fit(&m, &d.y, Some(&d.w), None)
         .map_err(|e| FailureModelError::Training(format!("perpetual: {e}")))?;
     Ok(b)
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::failure::gbdt::Columns;
 use crate::rng::SplitMix64;
 
 /// A toy problem: y = 1 when column 3 is high and column 7 is present;
@@ -33,21 +34,21 @@ fn flattened_trees_predict_like_perpetual() {
     };
     let b = gbdt::fit_booster(&x, INPUT_WIDTH, &y, &w, &p).expect("fit");
     let g = Gbdt::from_booster(&b).expect("flatten");
-    let n = y.len();
-    let mut cols = vec![0f64; n * INPUT_WIDTH];
-    for (r, row) in x.chunks_exact(INPUT_WIDTH).enumerate() {
-        for (c, v) in row.iter().enumerate() {
-            cols[c * n + r] = f64::from(*v);
-        }
-    }
-    let theirs = b.predict(&perpetual::Matrix::new(&cols, n, INPUT_WIDTH), false);
+    let d = Columns::new(&x, INPUT_WIDTH, &y, &w);
+    let theirs = b.predict(&perpetual::Matrix::new(&d.cols, d.n, INPUT_WIDTH), false);
+    predicts_like_and_learns(&g, &theirs, &x, &y);
+}
+
+/// `g` gives the booster's own predictions `theirs` on every row, and it
+/// learnt the toy rule.
+fn predicts_like_and_learns(g: &Gbdt, theirs: &[f64], x: &[f32], y: &[u8]) {
     for (r, row) in x.chunks_exact(INPUT_WIDTH).enumerate() {
         assert!((g.logit(row) - theirs[r]).abs() < 1e-6, "row {r}");
     }
-    // And it learnt the rule.
+    let n = y.len();
     let acc = x
         .chunks_exact(INPUT_WIDTH)
-        .zip(&y)
+        .zip(y)
         .filter(|(row, y)| (g.logit(row) > 0.0) == (**y == 1))
         .count();
     assert!(acc as f64 > 0.95 * n as f64, "accuracy {acc}/{n}");
@@ -56,32 +57,16 @@ fn flattened_trees_predict_like_perpetual() {
 #[test]
 fn flattened_trees_predict_like_forust() {
     let (x, y, w) = toy(2_000, 3);
-    let n = y.len();
-    let mut cols = vec![0f64; n * INPUT_WIDTH];
-    for (r, row) in x.chunks_exact(INPUT_WIDTH).enumerate() {
-        for (c, v) in row.iter().enumerate() {
-            cols[c * n + r] = f64::from(*v);
-        }
-    }
-    let yf: Vec<f64> = y.iter().map(|v| f64::from(*v)).collect();
-    let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
+    let d = Columns::new(&x, INPUT_WIDTH, &y, &w);
     let p = GbdtParams {
         threads: Some(1),
         rounds: 30,
         ..GbdtParams::default()
     };
-    let b = forust::fit_booster(&cols, n, INPUT_WIDTH, &yf, &wf, &p).expect("fit");
+    let b = forust::fit_booster(&d, INPUT_WIDTH, &p).expect("fit");
     let g = forust::flatten(&b).expect("flatten");
-    let theirs = b.predict(&forust_ml::Matrix::new(&cols, n, INPUT_WIDTH), false);
-    for (r, row) in x.chunks_exact(INPUT_WIDTH).enumerate() {
-        assert!((g.logit(row) - theirs[r]).abs() < 1e-6, "row {r}");
-    }
-    let acc = x
-        .chunks_exact(INPUT_WIDTH)
-        .zip(&y)
-        .filter(|(row, y)| (g.logit(row) > 0.0) == (**y == 1))
-        .count();
-    assert!(acc as f64 > 0.95 * n as f64, "accuracy {acc}/{n}");
+    let theirs = b.predict(&forust_ml::Matrix::new(&d.cols, d.n, INPUT_WIDTH), false);
+    predicts_like_and_learns(&g, &theirs, &x, &y);
 }
 
 #[test]
