@@ -22,6 +22,7 @@ pub mod pipeline;
 pub mod priority;
 pub mod progress;
 pub mod reload;
+pub mod risk_table;
 pub mod sources;
 pub mod state;
 

@@ -1,34 +1,21 @@
-//! The state REST reads: the risk table (latest assessment and a short risk
-//! history per GPU) and the alert view (active alerts and recent events).
-//! Written by the alert stage once per shard batch under a short write lock;
-//! never held across `.await`; lookups never wait on scoring.
+//! The state REST reads: the risk table ([`RiskTable`]: latest assessment
+//! and a short risk history per GPU) and the alert view (active alerts and
+//! recent events). Written by the alert stage once per shard batch under
+//! short write locks; never held across `.await`; lookups never wait on
+//! scoring.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
-use alerts::{AlertEvent, Status};
-use features::GpuId;
-
-use crate::assess::{Assessment, HealthState};
+use crate::assess::Assessment;
 use crate::metrics::Metrics;
+pub use crate::risk_table::{GpuView, RiskTable};
+use alerts::{AlertEvent, Status};
 
-/// Points of risk history kept per GPU, one per [`HISTORY_STEP_MS`].
-pub const HISTORY_LEN: usize = 48;
-/// Spacing of history points: 48 × 5 min = the last 4 hours.
-pub const HISTORY_STEP_MS: i64 = 300_000;
 /// Recent alert events kept for `GET /v1/alerts`.
 const RECENT_EVENTS: usize = 2_000;
-
-/// What REST knows about one GPU.
-#[derive(Debug, Clone)]
-pub struct GpuView {
-    pub latest: Assessment,
-    pub last_seen_ms: i64,
-    /// (ts, risk), oldest first.
-    pub history: VecDeque<(i64, f32)>,
-}
 
 /// Active alerts by dedup key, and the newest events.
 #[derive(Debug, Default)]
@@ -92,7 +79,7 @@ impl AlertView {
 /// Everything shared between the pipeline and the API.
 #[derive(Debug)]
 pub struct SharedState {
-    pub gpus: RwLock<HashMap<GpuId, GpuView>>,
+    pub gpus: RiskTable,
     pub alerts: RwLock<AlertView>,
     pub metrics: Metrics,
     /// True once restored and caught up.
@@ -130,7 +117,7 @@ impl SharedState {
 
     pub fn with_admin(admin: Admin) -> State {
         Arc::new(SharedState {
-            gpus: RwLock::new(HashMap::new()),
+            gpus: RiskTable::default(),
             alerts: RwLock::new(AlertView::default()),
             metrics: Metrics::default(),
             ready: AtomicBool::new(false),
@@ -152,46 +139,8 @@ impl SharedState {
 
     /// Publishes a batch of assessments.
     pub fn publish(&self, batch: &[Assessment]) {
-        if batch.is_empty() {
-            return;
-        }
-        let Ok(mut gpus) = self.gpus.write() else {
-            return;
-        };
-        for a in batch {
-            let silent = a.state == HealthState::Silent;
-            match gpus.get_mut(&a.gpu) {
-                Some(v) => {
-                    if !silent {
-                        v.last_seen_ms = a.ts_ms;
-                    }
-                    let due = v
-                        .history
-                        .back()
-                        .is_none_or(|(t, _)| a.ts_ms - t >= HISTORY_STEP_MS);
-                    if due {
-                        if v.history.len() == HISTORY_LEN {
-                            v.history.pop_front();
-                        }
-                        v.history.push_back((a.ts_ms, a.risk as f32));
-                    } else if let Some(last) = v.history.back_mut() {
-                        last.1 = last.1.max(a.risk as f32);
-                    }
-                    v.latest = a.clone();
-                }
-                None => {
-                    let mut history = VecDeque::with_capacity(HISTORY_LEN);
-                    history.push_back((a.ts_ms, a.risk as f32));
-                    gpus.insert(
-                        a.gpu.clone(),
-                        GpuView {
-                            latest: a.clone(),
-                            last_seen_ms: a.ts_ms,
-                            history,
-                        },
-                    );
-                }
-            }
+        if let Err(e) = self.gpus.publish(batch) {
+            tracing::error!(error = %e, "risk table not updated");
         }
     }
 

@@ -40,3 +40,9 @@ impl IntoResponse for ApiError {
         (status, Json(serde_json::json!({ "error": msg }))).into_response()
     }
 }
+
+impl From<crate::risk_table::Poisoned> for ApiError {
+    fn from(e: crate::risk_table::Poisoned) -> Self {
+        ApiError::Internal(e.to_string())
+    }
+}

@@ -62,15 +62,13 @@ pub async fn list(
             )));
         }
     };
-    let gpus = state
-        .gpus
-        .read()
-        .map_err(|_| ApiError::Internal("risk table lock poisoned".into()))?;
+    let gpus = state.gpus.views()?;
     let eq = |want: &Option<String>, have: &Option<std::sync::Arc<str>>| {
         want.as_deref().is_none_or(|w| have.as_deref() == Some(w))
     };
     let mut hits: Vec<&GpuView> = gpus
-        .values()
+        .iter()
+        .map(|v| &**v)
         .filter(|v| {
             let a = &v.latest;
             q.state.as_deref().is_none_or(|s| a.state.as_str() == s)
@@ -107,15 +105,10 @@ pub async fn one(
     AxState(state): AxState<State>,
     Path(uuid): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let view = {
-        let gpus = state
-            .gpus
-            .read()
-            .map_err(|_| ApiError::Internal("risk table lock poisoned".into()))?;
-        gpus.get(uuid.as_str())
-            .cloned()
-            .ok_or_else(|| ApiError::NotFound(format!("no GPU {uuid}")))?
-    };
+    let view = state
+        .gpus
+        .get(&uuid)?
+        .ok_or_else(|| ApiError::NotFound(format!("no GPU {uuid}")))?;
     let active: Vec<Value> = state
         .alerts
         .read()
@@ -150,10 +143,7 @@ pub async fn one(
 }
 
 pub async fn fleet(AxState(state): AxState<State>) -> Result<Json<Value>, ApiError> {
-    let gpus = state
-        .gpus
-        .read()
-        .map_err(|_| ApiError::Internal("risk table lock poisoned".into()))?;
+    let gpus = state.gpus.views()?;
     let mut per_state: BTreeMap<&str, u64> = BTreeMap::new();
     let mut per_rack: BTreeMap<(String, String), BTreeMap<&str, u64>> = BTreeMap::new();
     for s in [
@@ -165,7 +155,7 @@ pub async fn fleet(AxState(state): AxState<State>) -> Result<Json<Value>, ApiErr
     ] {
         per_state.insert(s.as_str(), 0);
     }
-    for v in gpus.values() {
+    for v in &gpus {
         let a = &v.latest;
         *per_state.entry(a.state.as_str()).or_default() += 1;
         let key = (

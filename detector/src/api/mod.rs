@@ -53,7 +53,7 @@ async fn readyz(axum::extract::State(state): axum::extract::State<State>) -> imp
 }
 
 async fn metrics(axum::extract::State(state): axum::extract::State<State>) -> impl IntoResponse {
-    let gpus = state.gpus.read().map(|g| g.len()).unwrap_or(0);
+    let gpus = state.gpus.len().unwrap_or(0);
     state
         .metrics
         .gpus

@@ -5,15 +5,15 @@
 //! columns instead of 100,000 objects.
 //!
 //! [`MapCache::refresh`] brings it up to date: one pass over
-//! [`SharedState::gpus`](crate::state::SharedState) under the table's read
-//! lock, comparing cells in place. When the set of GPUs changes the layout
-//! is rebuilt: its rows are copied out under the lock, sorted and encoded
-//! after releasing it. The cells live in an [`Arc`]`<`[`Cells`]`>` that
+//! [`SharedState::gpus`](crate::state::SharedState), one stripe's read lock
+//! at a time, comparing cells in place. When the set of GPUs changes the
+//! layout is rebuilt: its rows are copied out stripe by stripe, sorted and
+//! encoded with no lock held. The cells live in an [`Arc`]`<`[`Cells`]`>` that
 //! [`super::hub`] hands to requests as an immutable snapshot; a refresh
 //! copies them only when a snapshot still holds them and a cell changed.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -21,10 +21,8 @@ use features::GpuId;
 
 use super::frame;
 use crate::assess::HealthState;
+use crate::risk_table::RiskTable;
 use crate::state::GpuView;
-
-/// The risk table as the map reads it.
-pub type Table = HashMap<GpuId, GpuView>;
 
 /// Shortest time between two layout rebuilds. A new layout makes every
 /// open page fetch it again and redraw everything, so GPUs that appear in
@@ -166,25 +164,20 @@ impl MapCache {
     /// Brings the cache up to date with the risk table. GPUs new since the
     /// layout get cells at the next rebuild, at most every
     /// [`MIN_LAYOUT_AGE`] (`force` skips the wait).
-    pub fn refresh(&mut self, table: &RwLock<Table>, force: bool) -> Result<(), Poisoned> {
+    pub fn refresh(&mut self, table: &RiskTable, force: bool) -> Result<(), Poisoned> {
         if self.cells.jobs.is_empty() {
             self.intern_job(None);
         }
         let due = self.layout.gpu_ids.is_empty()
             || force
             || self.rebuilt.is_none_or(|t| t.elapsed() >= MIN_LAYOUT_AGE);
-        let rows = {
-            let gpus = table.read().map_err(|_| Poisoned("risk table"))?;
-            let all_placed = self.compare(gpus.iter());
-            let stale = !all_placed || gpus.len() != self.layout.gpu_ids.len();
-            // Copy the rows out; sort and encode without the lock.
-            (stale && due).then(|| rows(&gpus))
-        };
-        if let Some(rows) = rows {
-            self.rebuild(rows);
+        let (all_placed, seen) = self.compare(table)?;
+        let stale = !all_placed || seen != self.layout.gpu_ids.len();
+        if stale && due {
+            // Copy the rows out; sort and encode without a lock.
+            self.rebuild(rows(table)?);
             self.rebuilt = Some(Instant::now());
-            let gpus = table.read().map_err(|_| Poisoned("risk table"))?;
-            self.compare(gpus.iter());
+            self.compare(table)?;
         }
         Ok(())
     }
@@ -195,47 +188,58 @@ impl MapCache {
     }
 
     /// One pass over the table: records changed cells under a new version.
-    /// Returns whether every GPU had a cell.
-    fn compare<'a>(&mut self, gpus: impl Iterator<Item = (&'a GpuId, &'a GpuView)>) -> bool {
+    /// Returns whether every GPU had a cell, and how many GPUs there were.
+    fn compare(&mut self, table: &RiskTable) -> Result<(bool, usize), Poisoned> {
         let next = self.cells.version + 1;
         let mut changed = false;
         let mut all_placed = true;
-        for (id, v) in gpus {
-            let Some(&i) = self.index.get(id.as_ref()) else {
-                all_placed = false;
-                continue;
-            };
-            let i = i as usize;
-            let a = &v.latest;
-            // Jobs are interned `Arc`s upstream: the same pointer is the
-            // same job, so most cells skip the name lookup.
-            let same_job = match (&self.job_src[i], &a.topo.job) {
-                (None, None) => true,
-                (Some(x), Some(y)) => Arc::ptr_eq(x, y),
-                _ => false,
-            };
-            let j = if same_job {
-                self.cells.job[i]
-            } else {
-                self.job_src[i] = a.topo.job.clone();
-                self.intern_job(a.topo.job.as_ref())
-            };
-            let (c, r) = (state_code(a.state), risk_pct(a.risk));
-            let cur = &self.cells;
-            if cur.code[i] != c || cur.risk[i] != r || cur.job[i] != j {
-                // Copies the cells once if a snapshot still holds them.
-                let cells = Arc::make_mut(&mut self.cells);
-                cells.code[i] = c;
-                cells.risk[i] = r;
-                cells.job[i] = j;
-                cells.changed_at[i] = next;
-                changed = true;
-            }
-        }
+        let mut seen = 0;
+        table
+            .for_each(|id, v| {
+                seen += 1;
+                match self.compare_cell(id, v, next) {
+                    Some(c) => changed |= c,
+                    None => all_placed = false,
+                }
+            })
+            .map_err(|_| Poisoned("risk table"))?;
         if changed || self.cells.job_added.last().is_some_and(|&v| v == next) {
             Arc::make_mut(&mut self.cells).version = next;
         }
-        all_placed
+        Ok((all_placed, seen))
+    }
+
+    /// Compares one GPU's cell with its view; `None` when it has no cell
+    /// yet, else whether the cell changed (recorded under version `next`).
+    fn compare_cell(&mut self, id: &GpuId, v: &GpuView, next: u64) -> Option<bool> {
+        let &i = self.index.get(id.as_ref())?;
+        let i = i as usize;
+        let a = &v.latest;
+        // Jobs are interned `Arc`s upstream: the same pointer is the
+        // same job, so most cells skip the name lookup.
+        let same_job = match (&self.job_src[i], &a.topo.job) {
+            (None, None) => true,
+            (Some(x), Some(y)) => Arc::ptr_eq(x, y),
+            _ => false,
+        };
+        let j = if same_job {
+            self.cells.job[i]
+        } else {
+            self.job_src[i] = a.topo.job.clone();
+            self.intern_job(a.topo.job.as_ref())
+        };
+        let (c, r) = (state_code(a.state), risk_pct(a.risk));
+        let cur = &self.cells;
+        if cur.code[i] != c || cur.risk[i] != r || cur.job[i] != j {
+            // Copies the cells once if a snapshot still holds them.
+            let cells = Arc::make_mut(&mut self.cells);
+            cells.code[i] = c;
+            cells.risk[i] = r;
+            cells.job[i] = j;
+            cells.changed_at[i] = next;
+            return Some(true);
+        }
+        Some(false)
     }
 
     fn intern_job(&mut self, job: Option<&Arc<str>>) -> u32 {
@@ -320,21 +324,23 @@ impl MapCache {
 }
 
 /// Every GPU's row, copied out of the table (clones of interned `Arc`s).
-fn rows(gpus: &Table) -> Vec<Row> {
+fn rows(table: &RiskTable) -> Result<Vec<Row>, Poisoned> {
     let none: Arc<str> = Arc::from(NONE);
     let name = |n: &Option<Arc<str>>| n.clone().unwrap_or_else(|| none.clone());
-    gpus.iter()
-        .map(|(id, v)| {
+    let mut out = Vec::new();
+    table
+        .for_each(|id, v| {
             let t = &v.latest.topo;
-            (
+            out.push((
                 name(&t.cluster),
                 name(&t.rack),
                 name(&t.host),
                 id.clone(),
                 name(&t.model),
-            )
+            ));
         })
-        .collect()
+        .map_err(|_| Poisoned("risk table"))?;
+    Ok(out)
 }
 
 fn now_ms() -> u64 {

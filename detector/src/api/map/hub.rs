@@ -148,8 +148,11 @@ impl Hub {
 }
 
 /// The `fleet-map` thread: refreshes when the snapshot is older than
-/// [`IDLE_REFRESH`] (or missing), until the hub is gone.
+/// [`IDLE_REFRESH`] (or missing), until the hub is gone. It is background
+/// work like the pipeline's, so it takes the pipeline's priority and never
+/// delays a REST lookup.
 fn keep_warm(hub: std::sync::Weak<Hub>) {
+    crate::priority::apply_to_current_thread();
     loop {
         std::thread::sleep(TICK);
         let Some(hub) = hub.upgrade() else { return };

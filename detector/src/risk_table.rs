@@ -1,0 +1,286 @@
+//! The risk table REST reads: the latest assessment and a short risk history
+//! per GPU, published by the alert stage once per shard batch.
+//!
+//! Lookups must never wait on scoring (issue 7), and the writer runs on a
+//! pipeline thread at a lower priority than REST (`pipeline.nice`): a reader
+//! queued behind a preempted writer would wait for as long as the scheduler
+//! keeps that writer off the CPU. So the table is split into [`STRIPES`]
+//! independently locked stripes of immutable `Arc<GpuView>` snapshots. The
+//! writer builds each new view outside every lock and then only swaps
+//! pointers under one stripe's write lock (a few hash inserts); readers clone
+//! an `Arc` under a read lock and format the response with no lock held.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+
+use features::GpuId;
+use features::hash::FxBuild;
+
+use crate::assess::{Assessment, HealthState};
+
+/// Points of risk history kept per GPU, one per [`HISTORY_STEP_MS`].
+pub const HISTORY_LEN: usize = 48;
+/// Spacing of history points: 48 × 5 min = the last 4 hours.
+pub const HISTORY_STEP_MS: i64 = 300_000;
+/// Independently locked parts of the table. 64 keeps a stripe at ~1,600
+/// GPUs of a 100,000-GPU fleet, so a writer's swap of one batch's share is
+/// microseconds, and a reader of one GPU meets a writer only 1 time in 64.
+pub const STRIPES: usize = 64;
+
+/// What REST knows about one GPU: an immutable snapshot, replaced whole.
+#[derive(Debug, Clone)]
+pub struct GpuView {
+    pub latest: Assessment,
+    pub last_seen_ms: i64,
+    /// (ts, risk), oldest first.
+    pub history: VecDeque<(i64, f32)>,
+}
+
+impl GpuView {
+    fn first(a: &Assessment) -> GpuView {
+        let mut history = VecDeque::with_capacity(HISTORY_LEN);
+        history.push_back((a.ts_ms, a.risk as f32));
+        GpuView {
+            latest: a.clone(),
+            last_seen_ms: a.ts_ms,
+            history,
+        }
+    }
+
+    /// The view after `a`: one history point per [`HISTORY_STEP_MS`]
+    /// (the step's highest risk), last seen only when the GPU reported.
+    fn next(&self, a: &Assessment) -> GpuView {
+        let mut v = GpuView {
+            latest: a.clone(),
+            last_seen_ms: self.last_seen_ms,
+            history: self.history.clone(),
+        };
+        if a.state != HealthState::Silent {
+            v.last_seen_ms = a.ts_ms;
+        }
+        let due = v
+            .history
+            .back()
+            .is_none_or(|(t, _)| a.ts_ms - t >= HISTORY_STEP_MS);
+        if due {
+            if v.history.len() == HISTORY_LEN {
+                v.history.pop_front();
+            }
+            v.history.push_back((a.ts_ms, a.risk as f32));
+        } else if let Some(last) = v.history.back_mut() {
+            last.1 = last.1.max(a.risk as f32);
+        }
+        v
+    }
+}
+
+type Stripe = HashMap<GpuId, Arc<GpuView>>;
+
+/// The per-GPU views, striped by GPU id.
+#[derive(Debug)]
+pub struct RiskTable {
+    stripes: Box<[RwLock<Stripe>]>,
+    /// Serializes publishers, so the read-build-swap of one batch cannot
+    /// interleave with another's; readers never take it.
+    writer: Mutex<()>,
+}
+
+impl Default for RiskTable {
+    fn default() -> Self {
+        RiskTable {
+            stripes: (0..STRIPES).map(|_| RwLock::default()).collect(),
+            writer: Mutex::new(()),
+        }
+    }
+}
+
+/// A stripe whose lock was poisoned (a thread panicked while writing it).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("risk table lock poisoned")]
+pub struct Poisoned;
+
+fn stripe_of(gpu: &str) -> usize {
+    // FxHash mixes into the high bits; the stripe maps hash with their own
+    // (random) state, so sharing the top bits within a stripe costs nothing.
+    (FxBuild::default().hash_one(gpu) >> (64 - STRIPES.trailing_zeros())) as usize
+}
+
+impl RiskTable {
+    fn read(&self, i: usize) -> Result<RwLockReadGuard<'_, Stripe>, Poisoned> {
+        self.stripes[i].read().map_err(|_| Poisoned)
+    }
+
+    /// One GPU's current view.
+    pub fn get(&self, gpu: &str) -> Result<Option<Arc<GpuView>>, Poisoned> {
+        Ok(self.read(stripe_of(gpu))?.get(gpu).cloned())
+    }
+
+    /// GPUs in the table.
+    pub fn len(&self) -> Result<usize, Poisoned> {
+        let mut n = 0;
+        for i in 0..self.stripes.len() {
+            n += self.read(i)?.len();
+        }
+        Ok(n)
+    }
+
+    pub fn is_empty(&self) -> Result<bool, Poisoned> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Every GPU's current view, copied out stripe by stripe (each stripe
+    /// is consistent in itself; a batch being published may be half in).
+    pub fn views(&self) -> Result<Vec<Arc<GpuView>>, Poisoned> {
+        let mut out = Vec::new();
+        for i in 0..self.stripes.len() {
+            out.extend(self.read(i)?.values().cloned());
+        }
+        Ok(out)
+    }
+
+    /// Calls `f` on every view, holding one stripe's read lock at a time.
+    pub fn for_each(&self, mut f: impl FnMut(&GpuId, &GpuView)) -> Result<(), Poisoned> {
+        for i in 0..self.stripes.len() {
+            for (id, v) in self.read(i)?.iter() {
+                f(id, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes a batch of assessments (in order: a GPU's later one wins).
+    pub fn publish(&self, batch: &[Assessment]) -> Result<(), Poisoned> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let _writer = self.writer.lock().map_err(|_| Poisoned)?;
+        let mut by_stripe: Vec<(usize, usize)> = batch
+            .iter()
+            .enumerate()
+            .map(|(k, a)| (stripe_of(&a.gpu), k))
+            .collect();
+        // Stable: a GPU's assessments stay in batch order within its stripe.
+        by_stripe.sort_by_key(|&(s, _)| s);
+        let mut built: Vec<(GpuId, Arc<GpuView>)> = Vec::new();
+        for group in by_stripe.chunk_by(|x, y| x.0 == y.0) {
+            let s = group[0].0;
+            built.clear();
+            {
+                // Old views: pointer clones under the read lock.
+                let stripe = self.read(s)?;
+                for &(_, k) in group {
+                    let a = &batch[k];
+                    let old = built
+                        .iter()
+                        .rev()
+                        .find(|(id, _)| *id == a.gpu)
+                        .map(|(_, v)| v.clone())
+                        .or_else(|| stripe.get(&a.gpu).cloned());
+                    let view = match old {
+                        Some(v) => v.next(a),
+                        None => GpuView::first(a),
+                    };
+                    built.push((a.gpu.clone(), Arc::new(view)));
+                }
+            }
+            let mut stripe = self.stripes[s].write().map_err(|_| Poisoned)?;
+            for (id, v) in built.drain(..) {
+                stripe.insert(id, v);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assessment(gpu: &str, risk: f64, ts_ms: i64, state: HealthState) -> Assessment {
+        Assessment {
+            ts_ms,
+            gpu: gpu.into(),
+            topo: Default::default(),
+            risk,
+            state,
+            kind: crate::assess::Kind::HbmEccTrend,
+            components: [0.0; 8],
+            anomaly_grade: 0.0,
+            eta_hours: None,
+            reasons: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn later_assessments_win_and_history_keeps_one_point_per_step() {
+        let t = RiskTable::default();
+        let h = HealthState::Healthy;
+        t.publish(&[
+            assessment("GPU-a", 0.1, 0, h),
+            assessment("GPU-b", 0.2, 0, h),
+            assessment("GPU-a", 0.5, 60_000, h),
+        ])
+        .expect("publish");
+        t.publish(&[assessment("GPU-a", 0.3, HISTORY_STEP_MS, h)])
+            .expect("publish");
+        t.publish(&[assessment(
+            "GPU-a",
+            0.0,
+            HISTORY_STEP_MS + 1,
+            HealthState::Silent,
+        )])
+        .expect("publish");
+        let a = t.get("GPU-a").expect("lock").expect("GPU-a");
+        assert_eq!(a.latest.risk, 0.0);
+        assert_eq!(a.last_seen_ms, HISTORY_STEP_MS, "silent is not seen");
+        assert_eq!(
+            a.history.iter().copied().collect::<Vec<_>>(),
+            vec![(0, 0.5), (HISTORY_STEP_MS, 0.3)],
+            "the step's highest risk"
+        );
+        assert_eq!(t.len().expect("lock"), 2);
+        assert!(t.get("GPU-z").expect("lock").is_none());
+    }
+
+    #[test]
+    fn history_is_bounded_and_views_cover_every_stripe() {
+        let t = RiskTable::default();
+        for step in 0..(HISTORY_LEN as i64 + 10) {
+            let batch: Vec<Assessment> = (0..500)
+                .map(|g| {
+                    assessment(
+                        &format!("GPU-{g}"),
+                        0.1,
+                        step * HISTORY_STEP_MS,
+                        HealthState::Healthy,
+                    )
+                })
+                .collect();
+            t.publish(&batch).expect("publish");
+        }
+        let views = t.views().expect("lock");
+        assert_eq!(views.len(), 500);
+        assert!(views.iter().all(|v| v.history.len() == HISTORY_LEN));
+        let mut n = 0;
+        t.for_each(|_, _| n += 1).expect("lock");
+        assert_eq!(n, 500);
+        let used = (0..500)
+            .map(|g| stripe_of(&format!("GPU-{g}")))
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(used.len(), STRIPES, "GPUs spread over every stripe");
+    }
+
+    #[test]
+    fn a_reader_holds_a_snapshot_while_the_writer_replaces_it() {
+        let t = RiskTable::default();
+        t.publish(&[assessment("GPU-a", 0.1, 0, HealthState::Healthy)])
+            .expect("publish");
+        let before = t.get("GPU-a").expect("lock").expect("GPU-a");
+        t.publish(&[assessment("GPU-a", 0.9, 1, HealthState::Failing)])
+            .expect("publish");
+        assert_eq!(before.latest.risk, 0.1, "a taken snapshot never changes");
+        let after = t.get("GPU-a").expect("lock").expect("GPU-a");
+        assert_eq!(after.latest.risk, 0.9);
+    }
+}
