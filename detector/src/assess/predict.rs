@@ -9,7 +9,10 @@
 //!   ([`probability_risk`]), lifts the component of the likeliest cause — the strongest
 //!   degradation rule, else HBM when memory errors are present, else the
 //!   anomaly component — so risk stays "the strongest component" and the
-//!   kind names what to look at.
+//!   kind names what to look at. The model scores a GPU at most once per
+//!   [`MODEL_EVERY_MS`] of event time; the samples in between carry its last
+//!   probability (a 24 h horizon does not move within a minute, and the
+//!   model was half of the pipeline's CPU when it scored every sample).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,6 +32,18 @@ const CAUSES: [Kind; 5] = [
     Kind::PcieErrors,
     Kind::Straggler,
 ];
+
+/// Event time between two failure-model scores of one GPU. DCGM exports
+/// every 10–30 s, so this scores one row in 2–6; the history columns still
+/// see every row.
+pub const MODEL_EVERY_MS: i64 = 60_000;
+
+/// A GPU's last failure-model score.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Scored {
+    ts_ms: i64,
+    p: f64,
+}
 
 /// Risk of the HBM component for a budget `eta_h` hours away.
 pub fn eta_risk(eta_h: f64) -> f32 {
@@ -64,6 +79,9 @@ pub struct Predictor {
     /// model).
     #[serde(default)]
     history: HashMap<GpuId, History>,
+    /// The last score per GPU, reused until [`MODEL_EVERY_MS`] has passed.
+    #[serde(default)]
+    scored: HashMap<GpuId, Scored>,
     #[serde(skip, default = "input_buf")]
     x: Vec<f32>,
 }
@@ -79,12 +97,15 @@ impl Predictor {
             config: TrendConfig::default(),
             trends: HashMap::new(),
             history: HashMap::new(),
+            scored: HashMap::new(),
             x: input_buf(),
         }
     }
 
     pub fn set_model(&mut self, model: Option<Arc<FailureModel>>) {
         self.model = model;
+        // A new model's scores start now, not a minute from now.
+        self.scored.clear();
     }
 
     pub fn heap_bytes(&self) -> usize {
@@ -93,6 +114,7 @@ impl Predictor {
             .map(|t| t.heap_bytes() + std::mem::size_of::<Trend>() + 48)
             .sum::<usize>()
             + self.history.len() * (std::mem::size_of::<History>() + 48)
+            + self.scored.len() * (std::mem::size_of::<Scored>() + 48)
     }
 
     /// Updates `row.gpu`'s trend, scores the row, and adds the predictive
@@ -124,17 +146,33 @@ impl Predictor {
             if !warm {
                 return forecast.map(|f| f.eta_h);
             }
-            if self.x.len() != INPUT_WIDTH {
-                self.x = input_buf();
-            }
-            input::build(
-                row.ts_ms,
-                &row.values,
-                forecast.as_ref(),
-                history,
-                &mut self.x,
-            );
-            let p = model.probability(&self.x);
+            let fresh = self
+                .scored
+                .get(&row.gpu)
+                .filter(|s| (0..MODEL_EVERY_MS).contains(&(row.ts_ms - s.ts_ms)))
+                .map(|s| s.p);
+            let p = match fresh {
+                Some(p) => p,
+                None => {
+                    if self.x.len() != INPUT_WIDTH {
+                        self.x = input_buf();
+                    }
+                    input::build(
+                        row.ts_ms,
+                        &row.values,
+                        forecast.as_ref(),
+                        history,
+                        &mut self.x,
+                    );
+                    let p = model.probability(&self.x);
+                    let scored = Scored {
+                        ts_ms: row.ts_ms,
+                        p,
+                    };
+                    self.scored.insert(row.gpu.clone(), scored);
+                    p
+                }
+            };
             if p >= model.threshold / 2.0 {
                 add_prediction(row, p, model, components, reasons);
             }
@@ -218,6 +256,55 @@ fn add_prediction(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use features::{FEATURE_COUNT, Phase};
+    use models::failure::{Gbdt, Logistic, Platt, TrainingMeta};
+
+    fn constant_model() -> FailureModel {
+        let platt = Platt { a: 1.0, b: 0.0 };
+        FailureModel::new(
+            Gbdt {
+                base: -4.0,
+                trees: vec![],
+            },
+            platt,
+            Logistic {
+                mean: vec![0.0; INPUT_WIDTH],
+                scale: vec![1.0; INPUT_WIDTH],
+                coef: vec![0.0; INPUT_WIDTH],
+                intercept: -4.0,
+            },
+            platt,
+            [0.5, 0.5],
+            TrainingMeta::default(),
+        )
+    }
+
+    #[test]
+    fn the_model_scores_a_gpu_once_a_minute_and_anew_after_a_reload() {
+        let mut p = Predictor::new(Some(Arc::new(constant_model())));
+        let gpu: GpuId = "GPU-a".into();
+        let mut scored_at = Vec::new();
+        for step in 0..7 {
+            let row = FeatureRow {
+                ts_ms: step * 30_000,
+                gpu: gpu.clone(),
+                topo: Default::default(),
+                phase: Phase::Idle,
+                values: [0.0; FEATURE_COUNT],
+            };
+            if step == 5 {
+                p.set_model(Some(Arc::new(constant_model())));
+            }
+            let (mut c, mut r) = ([0.0f32; 8], Vec::new());
+            p.assess(&row, true, &mut c, &mut r);
+            scored_at.push(p.scored[&gpu].ts_ms);
+        }
+        // Rows every 30 s: scored at 0, 60 and 120 s; the reload at 150 s
+        // scores at once, then the minute runs from there.
+        let s = 30_000;
+        assert_eq!(scored_at, vec![0, 0, 2 * s, 2 * s, 4 * s, 5 * s, 5 * s]);
+        assert!((p.scored[&gpu].p - 1.0 / (1.0 + 4f64.exp())).abs() < 1e-3);
+    }
 
     #[test]
     fn operating_point_is_degraded_and_certainty_failing() {
