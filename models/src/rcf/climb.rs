@@ -79,21 +79,25 @@ fn arr<const N: usize>(x: &[f32]) -> &[f32; N] {
 }
 
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // indexed loops vectorise best here (callgrind)
 fn gap_span_arr<const N: usize>(p: &[f32; N], lo: &[f32; N], hi: &[f32; N]) -> (f32, f32) {
-    let mut twice = [0f32; N];
-    let mut side = [0f32; N];
-    for k in 0..N {
-        let d = fmax(p[k] - hi[k], lo[k] - p[k]);
-        // 2 * max(d, 0), exactly, without a per-lane branch.
-        twice[k] = d + d.abs();
-        side[k] = hi[k] - lo[k];
-    }
     if N % 4 == 0 {
-        let (mut g, mut s) = ([0f32; 4], [0f32; 4]);
+        // Four partial sums each, in separate loops: fused, LLVM vectorises
+        // them only 2 wide (or not at all for the span).
+        let mut g = [0f32; 4];
         for c in 0..N / 4 {
             for k in 0..4 {
-                g[k] += twice[4 * c + k];
-                s[k] += side[4 * c + k];
+                let i = 4 * c + k;
+                let d = fmax(p[i] - hi[i], lo[i] - p[i]);
+                // 2 * max(d, 0), exactly, without a per-lane branch.
+                g[k] += d + d.abs();
+            }
+        }
+        let mut s = [0f32; 4];
+        for c in 0..N / 4 {
+            for k in 0..4 {
+                let i = 4 * c + k;
+                s[k] += hi[i] - lo[i];
             }
         }
         (
@@ -103,8 +107,9 @@ fn gap_span_arr<const N: usize>(p: &[f32; N], lo: &[f32; N], hi: &[f32; N]) -> (
     } else {
         let (mut g, mut s) = (0f32, 0f32);
         for k in 0..N {
-            g += twice[k];
-            s += side[k];
+            let d = fmax(p[k] - hi[k], lo[k] - p[k]);
+            g += d + d.abs();
+            s += hi[k] - lo[k];
         }
         (0.5 * g, s)
     }
@@ -122,6 +127,7 @@ impl<const N: usize> Geo for Fixed<N> {
         self.hi = *q;
     }
     #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // the zip form is 20% slower (callgrind)
     fn add_point(&mut self, q: &[f32]) {
         let q = arr::<N>(q);
         for k in 0..N {
