@@ -14,7 +14,7 @@
 use super::boxes::{extend, fmax, fmin, gap_span, pos};
 use super::point_store::PointStore;
 use super::traversal::{Climb, Plan, draw_cut};
-use super::tree::{LEAF_BIT, NO_BOX, Tree, is_leaf};
+use super::tree::{LEAF_BIT, Tree, is_leaf};
 use crate::rng::Xoshiro256PlusPlus;
 
 /// `1 / (k + 1)` for the depths of ordinary trees (saves a division per
@@ -49,6 +49,11 @@ pub(super) trait Geo {
     /// The box becomes the single point `q`.
     fn reset(&mut self, q: &[f32]);
     fn add_point(&mut self, q: &[f32]);
+    /// `add_point` of the stored point `handle`.
+    #[inline(always)]
+    fn add_stored(&mut self, store: &PointStore, handle: u32) {
+        self.add_point(store.get(handle));
+    }
     /// How far `p` lies outside the running box (summed over coordinates)
     /// and the sum of the box's sides.
     fn gap_span(&self) -> (f32, f32);
@@ -130,6 +135,15 @@ impl<const N: usize> Geo for Fixed<N> {
     #[allow(clippy::needless_range_loop)] // the zip form is 20% slower (callgrind)
     fn add_point(&mut self, q: &[f32]) {
         let q = arr::<N>(q);
+        for k in 0..N {
+            self.lo[k] = fmin(self.lo[k], q[k]);
+            self.hi[k] = fmax(self.hi[k], q[k]);
+        }
+    }
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)]
+    fn add_stored(&mut self, store: &PointStore, handle: u32) {
+        let q = store.get_n::<N>(handle);
         for k in 0..N {
             self.lo[k] = fmin(self.lo[k], q[k]);
             self.hi[k] = fmax(self.hi[k], q[k]);
@@ -361,11 +375,13 @@ impl Tree {
         let mut inside = false;
         while level > 0 {
             let n = path[level - 1];
-            if self.box_slot[n as usize] != NO_BOX {
+            let node = &self.nodes[n as usize];
+            // Same test as "has a cached box" for a consistent tree, without
+            // another load; the cached part copes with a missing box anyway.
+            if node.mass >= self.box_min_mass {
                 break;
             }
             level -= 1;
-            let node = &self.nodes[n as usize];
             let sibling = if node.left == child {
                 node.right
             } else {
@@ -421,7 +437,7 @@ impl Tree {
     #[inline(always)]
     fn add_leaves<G: Geo>(&self, store: &PointStore, r: u16, g: &mut G) {
         if is_leaf(r) {
-            g.add_point(store.get(self.leaf_point[(r & !LEAF_BIT) as usize]));
+            g.add_stored(store, self.leaf_point[(r & !LEAF_BIT) as usize]);
             return;
         }
         let mut stack = [0u16; 16];
@@ -429,7 +445,7 @@ impl Tree {
         let mut cur = r;
         loop {
             if is_leaf(cur) {
-                g.add_point(store.get(self.leaf_point[(cur & !LEAF_BIT) as usize]));
+                g.add_stored(store, self.leaf_point[(cur & !LEAF_BIT) as usize]);
                 if sp == 0 {
                     break;
                 }
