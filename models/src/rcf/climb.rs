@@ -168,10 +168,10 @@ impl<const N: usize> Geo for Fixed<N> {
 }
 
 /// `Geo` for any dimension, on the scratch buffers of a `Climb`.
-struct Dyn<'a> {
-    p: &'a [f32],
-    lo: &'a mut [f32],
-    hi: &'a mut [f32],
+pub(super) struct Dyn<'a> {
+    pub(super) p: &'a [f32],
+    pub(super) lo: &'a mut [f32],
+    pub(super) hi: &'a mut [f32],
 }
 
 impl Geo for Dyn<'_> {
@@ -282,6 +282,27 @@ impl Tree {
                 };
                 self.climb_with(&mut g, store, leaf, path, &mut c.attr, attr, rng)
             }
+        }
+    }
+
+    /// `climb` without learning, for a point already wrapped in a `Geo` (so
+    /// that a forest wraps it once per point rather than once per tree).
+    #[inline(always)]
+    pub(super) fn score_in<G: Geo>(
+        &self,
+        g: &mut G,
+        store: &PointStore,
+        leaf: Option<u16>,
+        path: &[u16],
+        tree_attr: &mut Vec<f64>,
+        attr: Option<&mut [f64]>,
+    ) -> f64 {
+        match leaf {
+            Some(leaf) => {
+                self.climb_with(g, store, leaf, path, tree_attr, attr, None)
+                    .0
+            }
+            None => 0.0,
         }
     }
 
