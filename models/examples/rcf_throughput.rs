@@ -2,8 +2,9 @@
 //! outside criterion (e.g. under `perf stat`). Times are CPU time of
 //! this thread (Linux `/proc/thread-self/schedstat`), so a loaded machine
 //! slows them less than wall time. Usage:
-//! `cargo run --release -p models --example rcf_throughput -- [metrics] [shingle] [box_cache_min_mass] [rows]`
-//! (defaults 2 4 20 100000).
+//! `cargo run --release -p models --example rcf_throughput -- [metrics] [shingle] [box_cache_min_mass] [rows] [attr]`
+//! (defaults 2 4 20 100000 0); `attr` 1 makes the update phase call
+//! `attribute_and_update` (what `forewarn score` does) instead of `score_and_update`.
 
 use models::rcf::Forest;
 use models::rng::Xoshiro256PlusPlus;
@@ -16,6 +17,7 @@ fn main() -> Result<(), models::rcf::RcfError> {
             .unwrap_or(default)
     };
     let (metrics, shingle, mass, rows) = (arg(1, 2), arg(2, 4), arg(3, 20), arg(4, 100_000));
+    let attr = arg(5, 0) == 1;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
     let data: Vec<Vec<f64>> = (0..20_000 + rows)
         .map(|t| {
@@ -37,7 +39,7 @@ fn main() -> Result<(), models::rcf::RcfError> {
     let mut sum = score_phase(&f, &data[20_000..])?;
     let score_us = (cpu_ns() - start) as f64 / 1e3 / rows as f64;
     let start = cpu_ns();
-    sum += update_phase(&mut f, &data[20_000..])?;
+    sum += update_phase(&mut f, &data[20_000..], attr)?;
     let update_us = (cpu_ns() - start) as f64 / 1e3 / rows as f64;
     println!(
         "dims {} box_cache_min_mass {mass}: score {score_us:.2} us, update+score {update_us:.2} us, heap {} bytes, points {} (checksum {sum:.3})",
@@ -59,12 +61,20 @@ fn score_phase(f: &Forest, rows: &[Vec<f64>]) -> Result<f64, models::rcf::RcfErr
     Ok(sum)
 }
 
-/// Scores then learns every row (`--toggle-collect='*update_phase*'`).
+/// Scores (or attributes) then learns every row (`--toggle-collect='*update_phase*'`).
 #[inline(never)]
-fn update_phase(f: &mut Forest, rows: &[Vec<f64>]) -> Result<f64, models::rcf::RcfError> {
+fn update_phase(
+    f: &mut Forest,
+    rows: &[Vec<f64>],
+    attr: bool,
+) -> Result<f64, models::rcf::RcfError> {
     let mut sum = 0.0;
     for r in rows {
-        sum += f.score_and_update(r)?;
+        sum += if attr {
+            f.attribute_and_update(r)?.total()
+        } else {
+            f.score_and_update(r)?
+        };
     }
     Ok(sum)
 }

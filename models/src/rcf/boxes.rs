@@ -9,6 +9,23 @@
 //! per-lane branches. `max(p - hi, lo - p)` is the signed distance of `p`
 //! outside `[lo, hi]` because `lo <= hi`, so at most one side is positive.
 
+/// Calls `$f::<N>` for small and common dimensions and `$generic` otherwise
+/// (for functions correct at any `N`; `by_dims!` is for multiples of 4).
+macro_rules! by_dims_any {
+    ($n:expr, $f:ident ( $($arg:expr),* ), $generic:expr) => {
+        match $n {
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            6 => $f::<6>($($arg),*),
+            8 => $f::<8>($($arg),*),
+            16 => $f::<16>($($arg),*),
+            32 => $f::<32>($($arg),*),
+            _ => $generic,
+        }
+    };
+}
+
 /// Calls `$f::<N>` for the common dimensions and `$generic` otherwise.
 macro_rules! by_dims {
     ($n:expr, $f:ident ( $($arg:expr),* ), $generic:expr) => {
@@ -35,7 +52,7 @@ fn arr_mut<const N: usize>(x: &mut [f32]) -> &mut [f32; N] {
 /// Grows (`bmin`, `bmax`) to contain `q`.
 #[inline]
 pub(super) fn extend(bmin: &mut [f32], bmax: &mut [f32], q: &[f32]) {
-    by_dims!(q.len(), extend_n(bmin, bmax, q), {
+    by_dims_any!(q.len(), extend_n(bmin, bmax, q), {
         for ((a, b), &x) in bmin.iter_mut().zip(bmax.iter_mut()).zip(q) {
             *a = fmin(*a, x);
             *b = fmax(*b, x);
@@ -55,7 +72,7 @@ pub(super) fn extend_n<const N: usize>(bmin: &mut [f32], bmax: &mut [f32], q: &[
 /// Grows (`bmin`, `bmax`) to contain the box (`lo`, `hi`).
 #[inline]
 pub(super) fn merge(bmin: &mut [f32], bmax: &mut [f32], lo: &[f32], hi: &[f32]) {
-    by_dims!(lo.len(), merge_n(bmin, bmax, lo, hi), {
+    by_dims_any!(lo.len(), merge_n(bmin, bmax, lo, hi), {
         for ((a, b), (&l, &h)) in bmin.iter_mut().zip(bmax.iter_mut()).zip(lo.iter().zip(hi)) {
             *a = fmin(*a, l);
             *b = fmax(*b, h);

@@ -10,8 +10,8 @@
 //! # Layout
 //! - `config.rs`: builder, defaults, `validate()`.
 //! - `forest.rs`: the forest; `shingle.rs`: rows to points, missing values.
-//! - `tree.rs`: compact tree, insert/delete; `boxes.rs`: box arithmetic; `traversal.rs`: score + insertion
-//!   walk; `invariants.rs`: self-checks.
+//! - `tree.rs`: compact tree, insert/delete; `boxes.rs`: box arithmetic; `traversal.rs`: descent, score
+//!   formula; `climb.rs`: the climb that scores and plans insertion; `invariants.rs`: self-checks.
 //! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
 //! - `attribution.rs`: `DiVector`; `thresholded.rs`: forest + calibration.
 //! - `error.rs`: `RcfError`.
@@ -19,6 +19,7 @@
 mod attribution;
 #[macro_use]
 mod boxes;
+mod climb;
 mod config;
 mod error;
 mod forest;

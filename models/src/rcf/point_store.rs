@@ -61,6 +61,16 @@ impl PointStore {
         &self.arena[start..start + self.dims]
     }
 
+    /// `get` for a store of `N`-coordinate points (one bounds check fewer).
+    #[inline(always)]
+    pub(crate) fn get_n<const N: usize>(&self, handle: u32) -> &[f32; N] {
+        debug_assert_eq!(N, self.dims);
+        let start = self.loc[handle as usize] as usize;
+        self.arena[start..start + N]
+            .try_into()
+            .expect("a slice of N values")
+    }
+
     /// The coordinates of `handle`, or `None` if it has none (snapshot checks).
     pub(crate) fn try_get(&self, handle: u32) -> Option<&[f32]> {
         let start = *self.loc.get(handle as usize)? as usize;
@@ -128,10 +138,7 @@ impl PointStore {
     /// that points which overlapped still overlap.
     fn compact(&mut self) {
         let dims = self.dims;
-        let mut order: Vec<u32> = (0..self.loc.len() as u32)
-            .filter(|&h| self.loc[h as usize] != FREE)
-            .collect();
-        order.sort_unstable_by_key(|&h| self.loc[h as usize]);
+        let order = self.live_in_arena_order();
         let mut write = 0usize;
         // Current run: where it started in the old arena and in the new one,
         // and the old end of what has been copied.
@@ -151,6 +158,36 @@ impl PointStore {
             self.loc[h as usize] = (new_start + (s - old_start)) as u32;
         }
         self.arena.truncate(write);
+    }
+
+    /// Live handles by increasing location. Locations are distinct (every
+    /// `add` appends at least one value), so one pass over an arena-sized
+    /// table orders them; a sort (the old way, ~1.5 M instructions per
+    /// compaction at 5,600 points) remains for a snapshot that breaks this.
+    fn live_in_arena_order(&self) -> Vec<u32> {
+        let mut at = vec![FREE; self.arena.len()];
+        let mut live = 0usize;
+        for (h, &l) in self.loc.iter().enumerate() {
+            if l == FREE {
+                continue;
+            }
+            match at.get_mut(l as usize) {
+                Some(slot) if *slot == FREE => {
+                    *slot = h as u32;
+                    live += 1;
+                }
+                _ => {
+                    let mut order: Vec<u32> = (0..self.loc.len() as u32)
+                        .filter(|&h| self.loc[h as usize] != FREE)
+                        .collect();
+                    order.sort_unstable_by_key(|&h| self.loc[h as usize]);
+                    return order;
+                }
+            }
+        }
+        let mut order = Vec::with_capacity(live);
+        order.extend(at.into_iter().filter(|&h| h != FREE));
+        order
     }
 
     #[inline]

@@ -18,9 +18,7 @@
 //! `prob` term of every level over dimensions and directions in proportion to
 //! how far `p` sticks out of `B` on each side, so it sums to the score.
 
-use super::boxes::{gap_span, pos};
-use super::point_store::PointStore;
-use super::tree::{LEAF_BIT, NO_BOX, NONE, Tree};
+use super::tree::{LEAF_BIT, NONE, Tree};
 use crate::rng::Xoshiro256PlusPlus;
 
 /// Trees descended per batch. The descents used to run in lockstep to keep
@@ -105,10 +103,10 @@ pub(crate) struct Scratch {
 /// Buffers of one climb.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Climb {
-    bmin: Vec<f32>,
-    bmax: Vec<f32>,
+    pub(super) bmin: Vec<f32>,
+    pub(super) bmax: Vec<f32>,
     /// One tree's attribution terms before normalisation.
-    attr: Vec<f64>,
+    pub(super) attr: Vec<f64>,
 }
 
 impl Scratch {
@@ -148,17 +146,6 @@ pub(super) enum Plan {
     },
 }
 
-/// AWS's "seen" score for a point already stored with multiplicity `mass`.
-#[inline]
-fn score_seen(depth: usize, mass: u16) -> f64 {
-    1.0 / (depth as f64 + (f64::from(mass) + 1.0).log2())
-}
-
-#[inline]
-fn score_unseen(depth: usize) -> f64 {
-    1.0 / (depth as f64 + 1.0)
-}
-
 /// Largest `f32` strictly below `x` (for finite `x`).
 #[inline]
 fn next_below(x: f32) -> f32 {
@@ -174,7 +161,7 @@ fn next_below(x: f32) -> f32 {
 /// Draws a cut uniformly from the region of `box ∪ p` outside `box`. With the
 /// rule "go left iff `x[dim] <= cut`", the cut sends `p` and the box to
 /// different sides; f32 rounding is clamped so that stays true.
-fn draw_cut(
+pub(super) fn draw_cut(
     p: &[f32],
     bmin: &[f32],
     bmax: &[f32],
@@ -210,190 +197,5 @@ fn cut_in_gap(p: f32, lo: f32, hi: f32, offset: f32) -> f32 {
     } else {
         // Point left, box right: need p <= cut < lo.
         (p + offset).max(p).min(next_below(lo))
-    }
-}
-
-/// What a climb accumulates level by level.
-struct Level<'a, 'r> {
-    p: &'a [f32],
-    leaf: u16,
-    /// Unnormalised score so far.
-    score: f64,
-    /// Unnormalised attribution so far (high then low), if wanted.
-    attr: Option<&'a mut [f64]>,
-    rng: Option<&'r mut Xoshiro256PlusPlus>,
-    plan: Plan,
-}
-
-impl Level<'_, '_> {
-    /// Accounts for the ancestor at depth `level` whose box (`lo`, `hi`)
-    /// leaves `p` outside by `gap` and has side lengths summing to `span`.
-    #[inline(always)]
-    fn visit(&mut self, level: usize, gap: f32, span: f32, lo: &[f32], hi: &[f32]) {
-        let prob = f64::from(gap) / f64::from(gap + span);
-        let unseen = score_unseen(level);
-        self.score = prob * unseen + (1.0 - prob) * self.score;
-        if let Some(a) = self.attr.as_deref_mut() {
-            let p = self.p;
-            let dims = p.len();
-            let keep = 1.0 - prob;
-            let inv = unseen / f64::from(gap + span);
-            let (high, low) = a.split_at_mut(dims);
-            for d in 0..dims {
-                let up = f64::from(pos(p[d] - hi[d]));
-                let down = f64::from(pos(lo[d] - p[d]));
-                high[d] = up * inv + keep * high[d];
-                low[d] = down * inv + keep * low[d];
-            }
-        }
-        if let Some(r) = self.rng.as_deref_mut() {
-            if r.next_f64() < prob {
-                let (cut_dim, cut_value) = draw_cut(self.p, lo, hi, gap, r);
-                self.plan = Plan::Split {
-                    leaf: self.leaf,
-                    level,
-                    cut_dim,
-                    cut_value,
-                };
-            }
-        }
-    }
-}
-
-impl Tree {
-    /// Scores `p` against this tree (normalised) and, given `rng`, plans its
-    /// insertion, climbing from `leaf` (`None` for an empty tree) reached
-    /// through `path`. `attr`, if given, receives `2 * dims` attribution terms
-    /// (high then low) that are *added* to, already normalised.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn climb(
-        &self,
-        store: &PointStore,
-        p: &[f32],
-        leaf: Option<u16>,
-        path: &[u16],
-        c: &mut Climb,
-        attr: Option<&mut [f64]>,
-        rng: Option<&mut Xoshiro256PlusPlus>,
-    ) -> (f64, Plan) {
-        let Some(leaf) = leaf else {
-            return (0.0, Plan::Empty);
-        };
-        let dims = self.dims;
-        let Climb {
-            bmin,
-            bmax,
-            attr: tree_attr,
-        } = c;
-        let depth = path.len();
-        let norm = self.norm();
-        let q = store.get(self.leaf_point[leaf as usize]);
-        if q == p {
-            let mass = self.leaf_mass[leaf as usize];
-            let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
-            let score = damp * score_seen(depth, mass) * norm;
-            if let Some(a) = attr {
-                let share = score / (2 * dims) as f64;
-                a.iter_mut().for_each(|x| *x += share);
-            }
-            return (score, Plan::Duplicate { leaf });
-        }
-        bmin.copy_from_slice(q);
-        bmax.copy_from_slice(q);
-        // Leaf level: a single point is always separated from a different one.
-        let mut gap_sum = 0.0f32;
-        for d in 0..dims {
-            gap_sum += (p[d] - q[d]).abs();
-        }
-        let score = score_unseen(depth);
-        let with_attr = attr.is_some();
-        if with_attr {
-            tree_attr.clear();
-            tree_attr.resize(2 * dims, 0.0);
-            let inv = score / f64::from(gap_sum);
-            for d in 0..dims {
-                let diff = f64::from(p[d] - q[d]);
-                if diff > 0.0 {
-                    tree_attr[d] = diff * inv;
-                } else {
-                    tree_attr[dims + d] = -diff * inv;
-                }
-            }
-        }
-        let mut rng = rng;
-        let mut plan = Plan::Empty;
-        if let Some(r) = rng.as_deref_mut() {
-            let (cut_dim, cut_value) = draw_cut(p, q, q, gap_sum, r);
-            plan = Plan::Split {
-                leaf,
-                level: depth,
-                cut_dim,
-                cut_value,
-            };
-        }
-        let mut acc = Level {
-            p,
-            leaf,
-            score,
-            attr: with_attr.then_some(&mut tree_attr[..]),
-            rng,
-            plan,
-        };
-        // Masses grow upwards and a node caches its box iff its mass reaches
-        // `box_min_mass`, so the path splits into an uncached bottom part,
-        // whose boxes grow in the scratch by each sibling subtree, and a
-        // cached top part read in place.
-        let mut child = leaf | LEAF_BIT;
-        let mut level = depth;
-        let mut inside = false;
-        while level > 0 {
-            let n = path[level - 1];
-            if self.box_slot[n as usize] != NO_BOX {
-                break;
-            }
-            level -= 1;
-            let node = &self.nodes[n as usize];
-            let sibling = if node.left == child {
-                node.right
-            } else {
-                node.left
-            };
-            child = n;
-            self.union_box(store, sibling, bmin, bmax);
-            let (gap, span) = gap_span(p, bmin, bmax);
-            if gap <= 0.0 {
-                inside = true;
-                break;
-            }
-            acc.visit(level, gap, span, bmin, bmax);
-        }
-        if !inside {
-            while level > 0 {
-                level -= 1;
-                let n = path[level];
-                let (lo, hi) = match self.cached_box(n) {
-                    Some(b) => b,
-                    None => {
-                        // Unreachable for a consistent tree (checked on restore).
-                        let node = &self.nodes[n as usize];
-                        self.union_box(store, node.left, bmin, bmax);
-                        self.union_box(store, node.right, bmin, bmax);
-                        (&bmin[..], &bmax[..])
-                    }
-                };
-                let (gap, span) = gap_span(p, lo, hi);
-                if gap <= 0.0 {
-                    break;
-                }
-                acc.visit(level, gap, span, lo, hi);
-            }
-        }
-        let (score, plan) = (acc.score, acc.plan);
-        if let Some(a) = attr {
-            for (a, t) in a.iter_mut().zip(tree_attr.iter()) {
-                *a += t * norm;
-            }
-        }
-        (score * norm, plan)
     }
 }

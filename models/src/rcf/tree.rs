@@ -193,7 +193,7 @@ impl Tree {
     /// Grows (`bmin`, `bmax`) to cover the subtree at `r`: its cached boxes
     /// and the points of its leaves that no cached box covers.
     pub(super) fn union_box(&self, store: &PointStore, r: u16, bmin: &mut [f32], bmax: &mut [f32]) {
-        by_dims!(
+        by_dims_any!(
             self.dims,
             union_box_n(self, store, r, bmin, bmax),
             self.union_walk(store, r, bmin, bmax, extend, merge)

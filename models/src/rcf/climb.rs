@@ -1,0 +1,492 @@
+//! The leaf-to-root half of a tree walk (`Tree::climb`): scores a point in
+//! one tree and, given a generator, plans where it would be inserted. The
+//! descent that produces the path lives in `traversal.rs`, which also
+//! documents the score formula.
+//!
+//! This is the hot loop of the forest, so the running bounding box and the
+//! point live in fixed-size arrays (`Fixed<N>`, one monomorphised climb per
+//! common dimension, no bounds checks inside the box arithmetic) and only
+//! unusual dimensions take the slice-based `Dyn`. Below the box cache
+//! threshold every node is uncached (masses shrink downwards), so the boxes
+//! of the bottom levels grow by a plain leaf walk of each sibling subtree,
+//! which never looks for cached boxes.
+
+use super::boxes::{extend, fmax, fmin, gap_span, pos};
+use super::point_store::PointStore;
+use super::traversal::{Climb, Plan, draw_cut};
+use super::tree::{LEAF_BIT, Tree, is_leaf};
+use crate::rng::Xoshiro256PlusPlus;
+
+/// `1 / (k + 1)` for the depths of ordinary trees (saves a division per
+/// level; computed exactly as at run time).
+const INV: [f64; 64] = {
+    let mut t = [0.0; 64];
+    let mut k = 0;
+    while k < 64 {
+        t[k] = 1.0 / (k as f64 + 1.0);
+        k += 1;
+    }
+    t
+};
+
+/// AWS's "seen" score for a point already stored with multiplicity `mass`.
+#[inline]
+fn score_seen(depth: usize, mass: u16) -> f64 {
+    1.0 / (depth as f64 + (f64::from(mass) + 1.0).log2())
+}
+
+#[inline(always)]
+fn score_unseen(depth: usize) -> f64 {
+    match INV.get(depth) {
+        Some(&x) => x,
+        None => 1.0 / (depth as f64 + 1.0),
+    }
+}
+
+/// The scored point and the running bounding box of a climb.
+pub(super) trait Geo {
+    fn p(&self) -> &[f32];
+    /// The box becomes the single point `q`.
+    fn reset(&mut self, q: &[f32]);
+    fn add_point(&mut self, q: &[f32]);
+    /// `add_point` of the stored point `handle`.
+    #[inline(always)]
+    fn add_stored(&mut self, store: &PointStore, handle: u32) {
+        self.add_point(store.get(handle));
+    }
+    /// How far `p` lies outside the running box (summed over coordinates)
+    /// and the sum of the box's sides.
+    fn gap_span(&self) -> (f32, f32);
+    /// The same for the box (`lo`, `hi`).
+    fn gap_span_of(&self, lo: &[f32], hi: &[f32]) -> (f32, f32);
+    fn lo(&self) -> &[f32];
+    fn hi(&self) -> &[f32];
+}
+
+/// `Geo` for `N`-coordinate points, all in registers or on the stack.
+pub(super) struct Fixed<const N: usize> {
+    p: [f32; N],
+    lo: [f32; N],
+    hi: [f32; N],
+}
+
+impl<const N: usize> Fixed<N> {
+    #[inline(always)]
+    pub(super) fn new(p: &[f32]) -> Self {
+        let p = *arr::<N>(p);
+        Self { p, lo: p, hi: p }
+    }
+}
+
+#[inline(always)]
+fn arr<const N: usize>(x: &[f32]) -> &[f32; N] {
+    x[..N].try_into().expect("sliced to N")
+}
+
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // indexed loops vectorise best here (callgrind)
+fn gap_span_arr<const N: usize>(p: &[f32; N], lo: &[f32; N], hi: &[f32; N]) -> (f32, f32) {
+    if N % 4 == 0 {
+        // Four partial sums each, in separate loops: fused, LLVM vectorises
+        // them only 2 wide (or not at all for the span).
+        let mut g = [0f32; 4];
+        for c in 0..N / 4 {
+            for k in 0..4 {
+                let i = 4 * c + k;
+                let d = fmax(p[i] - hi[i], lo[i] - p[i]);
+                // 2 * max(d, 0), exactly, without a per-lane branch.
+                g[k] += d + d.abs();
+            }
+        }
+        let mut s = [0f32; 4];
+        for c in 0..N / 4 {
+            for k in 0..4 {
+                let i = 4 * c + k;
+                s[k] += hi[i] - lo[i];
+            }
+        }
+        (
+            0.5 * ((g[0] + g[2]) + (g[1] + g[3])),
+            (s[0] + s[2]) + (s[1] + s[3]),
+        )
+    } else {
+        let (mut g, mut s) = (0f32, 0f32);
+        for k in 0..N {
+            let d = fmax(p[k] - hi[k], lo[k] - p[k]);
+            g += d + d.abs();
+            s += hi[k] - lo[k];
+        }
+        (0.5 * g, s)
+    }
+}
+
+impl<const N: usize> Geo for Fixed<N> {
+    #[inline(always)]
+    fn p(&self) -> &[f32] {
+        &self.p
+    }
+    #[inline(always)]
+    fn reset(&mut self, q: &[f32]) {
+        let q = arr::<N>(q);
+        self.lo = *q;
+        self.hi = *q;
+    }
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // the zip form is 20% slower (callgrind)
+    fn add_point(&mut self, q: &[f32]) {
+        let q = arr::<N>(q);
+        for k in 0..N {
+            self.lo[k] = fmin(self.lo[k], q[k]);
+            self.hi[k] = fmax(self.hi[k], q[k]);
+        }
+    }
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)]
+    fn add_stored(&mut self, store: &PointStore, handle: u32) {
+        let q = store.get_n::<N>(handle);
+        for k in 0..N {
+            self.lo[k] = fmin(self.lo[k], q[k]);
+            self.hi[k] = fmax(self.hi[k], q[k]);
+        }
+    }
+    #[inline(always)]
+    fn gap_span(&self) -> (f32, f32) {
+        gap_span_arr(&self.p, &self.lo, &self.hi)
+    }
+    #[inline(always)]
+    fn gap_span_of(&self, lo: &[f32], hi: &[f32]) -> (f32, f32) {
+        gap_span_arr(&self.p, arr::<N>(lo), arr::<N>(hi))
+    }
+    #[inline(always)]
+    fn lo(&self) -> &[f32] {
+        &self.lo
+    }
+    #[inline(always)]
+    fn hi(&self) -> &[f32] {
+        &self.hi
+    }
+}
+
+/// `Geo` for any dimension, on the scratch buffers of a `Climb`.
+pub(super) struct Dyn<'a> {
+    pub(super) p: &'a [f32],
+    pub(super) lo: &'a mut [f32],
+    pub(super) hi: &'a mut [f32],
+}
+
+impl Geo for Dyn<'_> {
+    fn p(&self) -> &[f32] {
+        self.p
+    }
+    fn reset(&mut self, q: &[f32]) {
+        self.lo.copy_from_slice(q);
+        self.hi.copy_from_slice(q);
+    }
+    fn add_point(&mut self, q: &[f32]) {
+        extend(self.lo, self.hi, q);
+    }
+    fn gap_span(&self) -> (f32, f32) {
+        gap_span(self.p, self.lo, self.hi)
+    }
+    fn gap_span_of(&self, lo: &[f32], hi: &[f32]) -> (f32, f32) {
+        gap_span(self.p, lo, hi)
+    }
+    fn lo(&self) -> &[f32] {
+        self.lo
+    }
+    fn hi(&self) -> &[f32] {
+        self.hi
+    }
+}
+
+/// What a climb accumulates level by level.
+struct Level<'a, 'r> {
+    leaf: u16,
+    /// Unnormalised score so far.
+    score: f64,
+    /// Unnormalised attribution so far (high then low), if wanted.
+    attr: Option<&'a mut [f64]>,
+    rng: Option<&'r mut Xoshiro256PlusPlus>,
+    plan: Plan,
+}
+
+impl Level<'_, '_> {
+    /// Accounts for the ancestor at depth `level` whose box (`lo`, `hi`)
+    /// leaves `p` outside by `gap` and has side lengths summing to `span`.
+    #[inline(always)]
+    fn visit(&mut self, p: &[f32], level: usize, gap: f32, span: f32, lo: &[f32], hi: &[f32]) {
+        let prob = f64::from(gap) / f64::from(gap + span);
+        let unseen = score_unseen(level);
+        self.score = prob * unseen + (1.0 - prob) * self.score;
+        if let Some(a) = self.attr.as_deref_mut() {
+            attribute_level(a, p, lo, hi, 1.0 - prob, unseen / f64::from(gap + span));
+        }
+        if let Some(r) = self.rng.as_deref_mut() {
+            if r.next_f64() < prob {
+                let (cut_dim, cut_value) = draw_cut(p, lo, hi, gap, r);
+                self.plan = Plan::Split {
+                    leaf: self.leaf,
+                    level,
+                    cut_dim,
+                    cut_value,
+                };
+            }
+        }
+    }
+}
+
+/// One level of the attribution recurrence: every term decays by `keep` and
+/// gains how far `p` sticks out of the box on its side, times `inv`.
+#[inline(always)]
+fn attribute_level(a: &mut [f64], p: &[f32], lo: &[f32], hi: &[f32], keep: f64, inv: f64) {
+    let (high, low) = a.split_at_mut(p.len());
+    for ((((h, l), &x), &b), &t) in high.iter_mut().zip(low).zip(p).zip(lo).zip(hi) {
+        *h = f64::from(pos(x - t)) * inv + keep * *h;
+        *l = f64::from(pos(b - x)) * inv + keep * *l;
+    }
+}
+
+impl Tree {
+    /// Scores `p` against this tree (normalised) and, given `rng`, plans its
+    /// insertion, climbing from `leaf` (`None` for an empty tree) reached
+    /// through `path`. `attr`, if given, receives `2 * dims` attribution terms
+    /// (high then low) that are *added* to, already normalised.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn climb(
+        &self,
+        store: &PointStore,
+        p: &[f32],
+        leaf: Option<u16>,
+        path: &[u16],
+        c: &mut Climb,
+        attr: Option<&mut [f64]>,
+        rng: Option<&mut Xoshiro256PlusPlus>,
+    ) -> (f64, Plan) {
+        let Some(leaf) = leaf else {
+            return (0.0, Plan::Empty);
+        };
+        match self.dims {
+            2 => self.climb_in(&mut Fixed::<2>::new(p), store, leaf, path, c, attr, rng),
+            3 => self.climb_in(&mut Fixed::<3>::new(p), store, leaf, path, c, attr, rng),
+            4 => self.climb_in(&mut Fixed::<4>::new(p), store, leaf, path, c, attr, rng),
+            6 => self.climb_in(&mut Fixed::<6>::new(p), store, leaf, path, c, attr, rng),
+            8 => self.climb_in(&mut Fixed::<8>::new(p), store, leaf, path, c, attr, rng),
+            12 => self.climb_in(&mut Fixed::<12>::new(p), store, leaf, path, c, attr, rng),
+            16 => self.climb_in(&mut Fixed::<16>::new(p), store, leaf, path, c, attr, rng),
+            32 => self.climb_in(&mut Fixed::<32>::new(p), store, leaf, path, c, attr, rng),
+            _ => {
+                let mut g = Dyn {
+                    p,
+                    lo: &mut c.bmin[..],
+                    hi: &mut c.bmax[..],
+                };
+                self.climb_with(&mut g, store, leaf, path, &mut c.attr, attr, rng)
+            }
+        }
+    }
+
+    /// `climb` without learning, for a point already wrapped in a `Geo` (so
+    /// that a forest wraps it once per point rather than once per tree).
+    #[inline(always)]
+    pub(super) fn score_in<G: Geo>(
+        &self,
+        g: &mut G,
+        store: &PointStore,
+        leaf: Option<u16>,
+        path: &[u16],
+        tree_attr: &mut Vec<f64>,
+        attr: Option<&mut [f64]>,
+    ) -> f64 {
+        match leaf {
+            Some(leaf) => {
+                self.climb_with(g, store, leaf, path, tree_attr, attr, None)
+                    .0
+            }
+            None => 0.0,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn climb_in<G: Geo>(
+        &self,
+        g: &mut G,
+        store: &PointStore,
+        leaf: u16,
+        path: &[u16],
+        c: &mut Climb,
+        attr: Option<&mut [f64]>,
+        rng: Option<&mut Xoshiro256PlusPlus>,
+    ) -> (f64, Plan) {
+        self.climb_with(g, store, leaf, path, &mut c.attr, attr, rng)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn climb_with<G: Geo>(
+        &self,
+        g: &mut G,
+        store: &PointStore,
+        leaf: u16,
+        path: &[u16],
+        tree_attr: &mut Vec<f64>,
+        attr: Option<&mut [f64]>,
+        rng: Option<&mut Xoshiro256PlusPlus>,
+    ) -> (f64, Plan) {
+        let dims = self.dims;
+        let depth = path.len();
+        let norm = self.norm();
+        let q = store.get(self.leaf_point[leaf as usize]);
+        if q == g.p() {
+            let mass = self.leaf_mass[leaf as usize];
+            let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
+            let score = damp * score_seen(depth, mass) * norm;
+            if let Some(a) = attr {
+                let share = score / (2 * dims) as f64;
+                a.iter_mut().for_each(|x| *x += share);
+            }
+            return (score, Plan::Duplicate { leaf });
+        }
+        g.reset(q);
+        let p = g.p();
+        // Leaf level: a single point is always separated from a different one.
+        let mut gap_sum = 0.0f32;
+        for (&x, &y) in p.iter().zip(q) {
+            gap_sum += (x - y).abs();
+        }
+        let score = score_unseen(depth);
+        let with_attr = attr.is_some();
+        if with_attr {
+            tree_attr.clear();
+            tree_attr.resize(2 * dims, 0.0);
+            let inv = score / f64::from(gap_sum);
+            for (d, (&x, &y)) in p.iter().zip(q).enumerate() {
+                let diff = f64::from(x - y);
+                if diff > 0.0 {
+                    tree_attr[d] = diff * inv;
+                } else {
+                    tree_attr[dims + d] = -diff * inv;
+                }
+            }
+        }
+        let mut rng = rng;
+        let mut plan = Plan::Empty;
+        if let Some(r) = rng.as_deref_mut() {
+            let (cut_dim, cut_value) = draw_cut(p, q, q, gap_sum, r);
+            plan = Plan::Split {
+                leaf,
+                level: depth,
+                cut_dim,
+                cut_value,
+            };
+        }
+        let mut acc = Level {
+            leaf,
+            score,
+            attr: with_attr.then_some(&mut tree_attr[..]),
+            rng,
+            plan,
+        };
+        // Masses grow upwards and a node caches its box iff its mass reaches
+        // `box_min_mass`, so the path splits into an uncached bottom part,
+        // whose box grows by each sibling subtree's leaves, and a cached top
+        // part read in place.
+        let mut child = leaf | LEAF_BIT;
+        let mut level = depth;
+        let mut inside = false;
+        while level > 0 {
+            let n = path[level - 1];
+            let node = &self.nodes[n as usize];
+            // Same test as "has a cached box" for a consistent tree, without
+            // another load; the cached part copes with a missing box anyway.
+            if node.mass >= self.box_min_mass {
+                break;
+            }
+            level -= 1;
+            let sibling = if node.left == child {
+                node.right
+            } else {
+                node.left
+            };
+            child = n;
+            self.add_leaves(store, sibling, g);
+            let (gap, span) = g.gap_span();
+            if gap <= 0.0 {
+                inside = true;
+                break;
+            }
+            acc.visit(g.p(), level, gap, span, g.lo(), g.hi());
+        }
+        if !inside {
+            while level > 0 {
+                level -= 1;
+                let n = path[level];
+                match self.cached_box(n) {
+                    Some((lo, hi)) => {
+                        let (gap, span) = g.gap_span_of(lo, hi);
+                        if gap <= 0.0 {
+                            break;
+                        }
+                        acc.visit(g.p(), level, gap, span, lo, hi);
+                    }
+                    None => {
+                        // Unreachable for a consistent tree (checked on restore).
+                        let node = &self.nodes[n as usize];
+                        let (mut lo, mut hi) = (g.lo().to_vec(), g.hi().to_vec());
+                        self.union_box(store, node.left, &mut lo, &mut hi);
+                        self.union_box(store, node.right, &mut lo, &mut hi);
+                        let (gap, span) = g.gap_span_of(&lo, &hi);
+                        if gap <= 0.0 {
+                            break;
+                        }
+                        acc.visit(g.p(), level, gap, span, &lo, &hi);
+                    }
+                }
+            }
+        }
+        let (score, plan) = (acc.score, acc.plan);
+        if let Some(a) = attr {
+            for (a, t) in a.iter_mut().zip(tree_attr.iter()) {
+                *a += t * norm;
+            }
+        }
+        (score * norm, plan)
+    }
+
+    /// Grows `g`'s box by the points of the subtree at `r`, which must hold
+    /// no cached box (any subtree below the cache threshold).
+    #[inline(always)]
+    fn add_leaves<G: Geo>(&self, store: &PointStore, r: u16, g: &mut G) {
+        if is_leaf(r) {
+            g.add_stored(store, self.leaf_point[(r & !LEAF_BIT) as usize]);
+            return;
+        }
+        let mut stack = [0u16; 16];
+        let mut sp = 0usize;
+        let mut cur = r;
+        loop {
+            if is_leaf(cur) {
+                g.add_stored(store, self.leaf_point[(cur & !LEAF_BIT) as usize]);
+                if sp == 0 {
+                    break;
+                }
+                sp -= 1;
+                cur = stack[sp];
+            } else {
+                let node = &self.nodes[cur as usize];
+                if sp < stack.len() {
+                    stack[sp] = node.right;
+                    sp += 1;
+                } else {
+                    self.add_leaves_deep(store, node.right, g);
+                }
+                cur = node.left;
+            }
+        }
+    }
+
+    /// `add_leaves` for the rare subtree deeper than its explicit stack.
+    fn add_leaves_deep<G: Geo>(&self, store: &PointStore, r: u16, g: &mut G) {
+        self.add_leaves(store, r, g);
+    }
+}
