@@ -185,8 +185,13 @@ pub fn evaluate(
     let busy_training = v(row, Col::PhaseCode) == 2.0 && v(row, Col::GpuUtil) >= 50.0;
     // A straggler draws less power, so it runs cooler than its peers; one
     // that is slow *and* hotter is throttling on heat (a cooling fault, a
-    // hot rack): the thermal rule's case, not a straggler.
-    let not_hot = v(row, Col::GpuTempPeerZ) < 1.0;
+    // hot rack): the thermal rule's case, not a straggler. Peers in the
+    // same hot rack are as hot, so "hotter than peers" is not enough: a
+    // GPU reporting a thermal clock event, or one the thermal rule already
+    // flags, is not judged a straggler either.
+    let not_hot = v(row, Col::GpuTempPeerZ) < 1.0
+        && v(row, Col::ThrottleThermal) < 1.0
+        && components[Kind::ThermalDegradation as usize] == 0.0;
     if in_job && busy_training && not_hot && clock_z < -3.0 && power_z < -2.0 {
         let s = sat(-clock_z - 3.0, 3.0).max(0.35);
         components[Kind::Straggler as usize] = s;

@@ -140,6 +140,12 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
             &events,
         )?;
         let score = score::score(&truth, &events);
+        let scored = args.out.join(format!("outcomes-{}.json", run.name));
+        std::fs::write(
+            &scored,
+            serde_json::to_vec_pretty(&(&score.failures, &score.incidents))?,
+        )
+        .with_context(|| format!("writing {}", scored.display()))?;
         let wall_s = started.elapsed().as_secs_f64();
         eprintln!(
             "{}: {} samples, {} alert events, {} pages ({} false), {wall_s:.1} s",
