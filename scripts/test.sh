@@ -18,6 +18,13 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 scripts/broker.sh install
 export FOREWARN_REQUIRE_BROKER=1
 
+# The end-to-end tests run the real `forewarn` binary. `cargo test` builds
+# a package's binaries only for that package's own integration tests, and
+# they live in another package (tests/), so build it first: otherwise a
+# fresh machine has none and a warm one tests a stale one.
+echo "== cargo build -p detector --bin forewarn"
+cargo build -p detector --bin forewarn
+
 echo "== cargo test --workspace"
 cargo test --workspace --no-fail-fast
 

@@ -15,7 +15,7 @@ pub fn forewarn_bin() -> PathBuf {
     let bin = dir.join("forewarn");
     assert!(
         bin.exists(),
-        "{} missing: run `cargo test --workspace` (or `cargo build -p detector`) first",
+        "{} missing: run `cargo build -p detector --bin forewarn` first (scripts/test.sh does)",
         bin.display()
     );
     bin
