@@ -250,7 +250,6 @@ mod tests {
     use super::*;
     use crate::pipeline::alerting::AlertStage;
     use crate::pipeline::{AlertSink, Pipeline};
-    use models::failure::{Gbdt, INPUT_WIDTH, Logistic, Platt, TrainingMeta};
 
     struct Null;
     impl AlertSink for Null {
@@ -260,27 +259,7 @@ mod tests {
     }
 
     fn model(created: &str) -> FailureModel {
-        let platt = Platt { a: 1.0, b: 0.0 };
-        FailureModel::new(
-            Gbdt {
-                base: -4.0,
-                trees: vec![],
-            },
-            platt,
-            Logistic {
-                mean: vec![0.0; INPUT_WIDTH],
-                scale: vec![1.0; INPUT_WIDTH],
-                coef: vec![0.0; INPUT_WIDTH],
-                intercept: -4.0,
-            },
-            platt,
-            [0.5, 0.5],
-            TrainingMeta {
-                created: created.into(),
-                horizon_h: 24.0,
-                ..TrainingMeta::default()
-            },
-        )
+        crate::assess::predict::constant_model(created)
     }
 
     fn touch(path: &Path, secs: u64) {

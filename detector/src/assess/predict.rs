@@ -253,35 +253,42 @@ fn add_prediction(
     ));
 }
 
+/// A failure model that gives every row the same probability, σ(−4) ≈ 1.8 %,
+/// with `created` as its version: for tests of scheduling and reloads.
+#[cfg(test)]
+pub(crate) fn constant_model(created: &str) -> FailureModel {
+    use models::failure::{Gbdt, Logistic, Platt, TrainingMeta};
+    let platt = Platt { a: 1.0, b: 0.0 };
+    FailureModel::new(
+        Gbdt {
+            base: -4.0,
+            trees: vec![],
+        },
+        platt,
+        Logistic {
+            mean: vec![0.0; INPUT_WIDTH],
+            scale: vec![1.0; INPUT_WIDTH],
+            coef: vec![0.0; INPUT_WIDTH],
+            intercept: -4.0,
+        },
+        platt,
+        [0.5, 0.5],
+        TrainingMeta {
+            created: created.into(),
+            horizon_h: 24.0,
+            ..TrainingMeta::default()
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use features::{FEATURE_COUNT, Phase};
-    use models::failure::{Gbdt, Logistic, Platt, TrainingMeta};
-
-    fn constant_model() -> FailureModel {
-        let platt = Platt { a: 1.0, b: 0.0 };
-        FailureModel::new(
-            Gbdt {
-                base: -4.0,
-                trees: vec![],
-            },
-            platt,
-            Logistic {
-                mean: vec![0.0; INPUT_WIDTH],
-                scale: vec![1.0; INPUT_WIDTH],
-                coef: vec![0.0; INPUT_WIDTH],
-                intercept: -4.0,
-            },
-            platt,
-            [0.5, 0.5],
-            TrainingMeta::default(),
-        )
-    }
 
     #[test]
     fn the_model_scores_a_gpu_once_a_minute_and_anew_after_a_reload() {
-        let mut p = Predictor::new(Some(Arc::new(constant_model())));
+        let mut p = Predictor::new(Some(Arc::new(constant_model(""))));
         let gpu: GpuId = "GPU-a".into();
         let mut scored_at = Vec::new();
         for step in 0..7 {
@@ -293,7 +300,7 @@ mod tests {
                 values: [0.0; FEATURE_COUNT],
             };
             if step == 5 {
-                p.set_model(Some(Arc::new(constant_model())));
+                p.set_model(Some(Arc::new(constant_model(""))));
             }
             let (mut c, mut r) = ([0.0f32; 8], Vec::new());
             p.assess(&row, true, &mut c, &mut r);
