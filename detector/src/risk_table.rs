@@ -48,30 +48,25 @@ impl GpuView {
         }
     }
 
-    /// The view after `a`: one history point per [`HISTORY_STEP_MS`]
-    /// (the step's highest risk), last seen only when the GPU reported.
-    fn next(&self, a: &Assessment) -> GpuView {
-        let mut v = GpuView {
-            latest: a.clone(),
-            last_seen_ms: self.last_seen_ms,
-            history: self.history.clone(),
-        };
+    /// Takes `a` in: one history point per [`HISTORY_STEP_MS`] (the step's
+    /// highest risk), last seen only when the GPU reported.
+    fn advance(&mut self, a: &Assessment) {
+        self.latest = a.clone();
         if a.state != HealthState::Silent {
-            v.last_seen_ms = a.ts_ms;
+            self.last_seen_ms = a.ts_ms;
         }
-        let due = v
+        let due = self
             .history
             .back()
             .is_none_or(|(t, _)| a.ts_ms - t >= HISTORY_STEP_MS);
         if due {
-            if v.history.len() == HISTORY_LEN {
-                v.history.pop_front();
+            if self.history.len() == HISTORY_LEN {
+                self.history.pop_front();
             }
-            v.history.push_back((a.ts_ms, a.risk as f32));
-        } else if let Some(last) = v.history.back_mut() {
+            self.history.push_back((a.ts_ms, a.risk as f32));
+        } else if let Some(last) = self.history.back_mut() {
             last.1 = last.1.max(a.risk as f32);
         }
-        v
     }
 }
 
@@ -162,31 +157,35 @@ impl RiskTable {
             .collect();
         // Stable: a GPU's assessments stay in batch order within its stripe.
         by_stripe.sort_by_key(|&(s, _)| s);
-        let mut built: Vec<(GpuId, Arc<GpuView>)> = Vec::new();
+        // One new view per GPU and batch, advanced in place through that
+        // GPU's assessments in batch order.
+        let mut built: HashMap<GpuId, GpuView> = HashMap::new();
         for group in by_stripe.chunk_by(|x, y| x.0 == y.0) {
             let s = group[0].0;
-            built.clear();
             {
-                // Old views: pointer clones under the read lock.
+                // Old views: read, never held while the new ones are swapped in.
                 let stripe = self.read(s)?;
                 for &(_, k) in group {
                     let a = &batch[k];
-                    let old = built
-                        .iter()
-                        .rev()
-                        .find(|(id, _)| *id == a.gpu)
-                        .map(|(_, v)| v.clone())
-                        .or_else(|| stripe.get(&a.gpu).cloned());
-                    let view = match old {
-                        Some(v) => v.next(a),
-                        None => GpuView::first(a),
-                    };
-                    built.push((a.gpu.clone(), Arc::new(view)));
+                    match built.get_mut(&a.gpu) {
+                        Some(v) => v.advance(a),
+                        None => {
+                            let v = match stripe.get(&a.gpu) {
+                                Some(old) => {
+                                    let mut v = GpuView::clone(old);
+                                    v.advance(a);
+                                    v
+                                }
+                                None => GpuView::first(a),
+                            };
+                            built.insert(a.gpu.clone(), v);
+                        }
+                    }
                 }
             }
             let mut stripe = self.stripes[s].write().map_err(|_| Poisoned)?;
-            for (id, v) in built.drain(..) {
-                stripe.insert(id, v);
+            for (id, v) in built.drain() {
+                stripe.insert(id, Arc::new(v));
             }
         }
         Ok(())
