@@ -1,7 +1,7 @@
 //! The anomaly component: one streaming random cut forest per shard over the
 //! workload-aware columns (residuals against expected-at-this-load, peer
 //! z-scores, error rates), with a calibrated thresholder. Fleet-wide rather
-//! than per GPU: a 50-tree forest takes ~600 KB, far over a GPU's memory
+//! than per GPU: a 50-tree forest takes ~600–800 KB, far over a GPU's memory
 //! budget, and "unlike the fleet at the same load" is the question asked.
 //!
 //! Each GPU is scored every [`SCORE_EVERY`]-th sample (its grade is carried
@@ -33,6 +33,14 @@ pub const UPDATE_EVERY: u64 = 4;
 /// A GPU's samples per score: 4 × 30 s = a fresh grade every 2 minutes.
 pub const SCORE_EVERY: u32 = 4;
 
+/// Cache the bounding box of every node of at least this mass (the forest's
+/// default is 20, sized for the ≤ 600 KB of a standalone forest). There are
+/// only one or two forests per shard, so the pipeline spends ~220 KB more
+/// each to take the leaf walks out of most climbs: scores are bit-identical
+/// (a box is the same whether cached or recomputed) and a forest walk
+/// ~20 % cheaper (BENCHMARKS.md, issue 7).
+pub const BOX_CACHE_MIN_MASS: usize = 6;
+
 /// A shard's anomaly model.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct AnomalyModel {
@@ -50,6 +58,7 @@ impl AnomalyModel {
             .input_dimensions(COLUMNS.len())
             .shingle_size(1)
             .output_after(512)
+            .box_cache_min_mass(BOX_CACHE_MIN_MASS)
             .seed(seed)
             .build()?;
         let cal = ThresholderConfig {

@@ -15,6 +15,8 @@
 //!   model was half of the pipeline's CPU when it scored every sample).
 
 use std::collections::HashMap;
+
+use features::hash::FxBuild;
 use std::sync::Arc;
 
 use features::{Col, FeatureRow, GpuId};
@@ -74,14 +76,14 @@ pub struct Predictor {
     #[serde(skip)]
     model: Option<Arc<FailureModel>>,
     config: TrendConfig,
-    trends: HashMap<GpuId, Trend>,
+    trends: HashMap<GpuId, Trend, FxBuild>,
     /// The failure model's history columns, per GPU (kept only with a
     /// model).
     #[serde(default)]
-    history: HashMap<GpuId, History>,
+    history: HashMap<GpuId, History, FxBuild>,
     /// The last score per GPU, reused until [`MODEL_EVERY_MS`] has passed.
     #[serde(default)]
-    scored: HashMap<GpuId, Scored>,
+    scored: HashMap<GpuId, Scored, FxBuild>,
     #[serde(skip, default = "input_buf")]
     x: Vec<f32>,
 }
@@ -95,9 +97,9 @@ impl Predictor {
         Predictor {
             model,
             config: TrendConfig::default(),
-            trends: HashMap::new(),
-            history: HashMap::new(),
-            scored: HashMap::new(),
+            trends: HashMap::default(),
+            history: HashMap::default(),
+            scored: HashMap::default(),
             x: input_buf(),
         }
     }

@@ -2,8 +2,10 @@
 //! telemetry contract's native JSON, keyed by GPU UUID so each GPU's
 //! samples stay ordered in one partition. By default one host's samples of
 //! one instant travel as one JSON array (the efficient way, per the
-//! contract); `--per-gpu` sends one sample per message. `--speed N` paces
-//! event time at N× real time (0 = as fast as the broker takes it).
+//! contract); `--group rack` packs a whole rack's instant into one array
+//! (for brokers that pay per record), `--group gpu` (or `--per-gpu`) sends
+//! one sample per message. `--speed N` paces event time at N× real time
+//! (0 = as fast as the broker takes it).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,6 +20,14 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 
 use crate::sources::{DeadLetters, file};
 use crate::state::SharedState;
+
+/// How samples are packed into messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Grouping {
+    Gpu,
+    Host,
+    Rack,
+}
 
 /// Produce telemetry files into a Kafka topic.
 #[derive(Debug, Args)]
@@ -35,8 +45,14 @@ pub struct ReplayArgs {
     /// Event time per wall second (0 = as fast as possible).
     #[arg(long, default_value_t = 0.0)]
     pub speed: f64,
-    /// One sample per message instead of one array per host and instant.
-    #[arg(long)]
+    /// What one message carries: `host` (one array per host and instant,
+    /// what an exporter per host ships), `rack` (one array per rack and
+    /// instant: fewer, larger records, for brokers whose cost is per
+    /// record) or `gpu` (one sample per message).
+    #[arg(long, value_enum, default_value_t = Grouping::Host)]
+    pub group: Grouping,
+    /// Same as `--group gpu`.
+    #[arg(long, conflicts_with = "group")]
     pub per_gpu: bool,
     /// Extra librdkafka producer options, `key=value` (repeatable).
     #[arg(long = "option", value_name = "KEY=VALUE")]
@@ -68,12 +84,17 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     let mut first_ts: Option<i64> = None;
     let (mut messages, mut samples) = (0u64, 0u64);
     let mut buf = Vec::with_capacity(64 * 1024);
-    // A host's arrays always carry the key of the first GPU seen on it, so
-    // the host stays in one partition even when an instant's samples are
-    // split over two messages.
-    let mut host_keys: std::collections::HashMap<String, String> = Default::default();
+    let grouping = if args.per_gpu {
+        Grouping::Gpu
+    } else {
+        args.group
+    };
+    // A host's (rack's) arrays always carry the key of the first GPU seen
+    // on it, so it stays in one partition even when an instant's samples
+    // are split over two messages.
+    let mut group_keys: std::collections::HashMap<String, String> = Default::default();
     file::read_inputs(&args.input, &state, &mut dead, |batch| {
-        for group in group(batch, args.per_gpu) {
+        for group in group(batch, grouping) {
             let ts = group[0].ts_ms;
             if args.speed > 0.0 {
                 let t0 = *first_ts.get_or_insert(ts);
@@ -88,12 +109,12 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
             } else {
                 serde_json::to_writer(&mut buf, &group)?;
             }
-            let key = match group[0].topo.host.as_deref() {
-                Some(h) if !args.per_gpu => host_keys
-                    .entry(h.to_owned())
+            let key = match group_of(&group[0], grouping) {
+                Some(g) => group_keys
+                    .entry(g.to_owned())
                     .or_insert_with(|| group[0].gpu.to_string())
                     .as_str(),
-                _ => &group[0].gpu,
+                None => &group[0].gpu,
             };
             send(&producer, &args.topic, key.as_bytes(), &buf)?;
             messages += 1;
@@ -138,18 +159,28 @@ fn send(
     }
 }
 
-/// Splits a batch into messages: per host and instant (arrays) or per GPU.
-fn group(batch: Vec<Sample>, per_gpu: bool) -> Vec<Vec<Sample>> {
-    if per_gpu {
+/// The host or rack a sample travels with (`None`: alone).
+fn group_of(s: &Sample, grouping: Grouping) -> Option<&str> {
+    match grouping {
+        Grouping::Gpu => None,
+        Grouping::Host => s.topo.host.as_deref(),
+        Grouping::Rack => s.topo.rack.as_deref(),
+    }
+}
+
+/// Splits a batch into messages: per host (or rack) and instant, as
+/// arrays, or per GPU.
+fn group(batch: Vec<Sample>, grouping: Grouping) -> Vec<Vec<Sample>> {
+    if grouping == Grouping::Gpu {
         return batch.into_iter().map(|s| vec![s]).collect();
     }
     let mut out: Vec<Vec<Sample>> = Vec::new();
     let mut open: BTreeMap<(i64, String), usize> = BTreeMap::new();
     for s in batch {
-        match s.topo.host.as_deref() {
+        match group_of(&s, grouping) {
             None => out.push(vec![s]),
-            Some(h) => {
-                let k = (s.ts_ms, h.to_owned());
+            Some(g) => {
+                let k = (s.ts_ms, g.to_owned());
                 match open.get(&k) {
                     Some(&i) => out[i].push(s),
                     None => {
@@ -161,4 +192,33 @@ fn group(batch: Vec<Sample>, per_gpu: bool) -> Vec<Vec<Sample>> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(gpu: &str, host: &str, rack: &str, ts_ms: i64) -> Sample {
+        let mut s = Sample::new(gpu, ts_ms);
+        s.topo.host = Some(host.into());
+        s.topo.rack = Some(rack.into());
+        s
+    }
+
+    #[test]
+    fn samples_are_packed_per_instant_by_the_chosen_group() {
+        let batch = || {
+            vec![
+                sample("GPU-a", "h1", "r1", 0),
+                sample("GPU-b", "h1", "r1", 0),
+                sample("GPU-c", "h2", "r1", 0),
+                sample("GPU-d", "h3", "r2", 0),
+                sample("GPU-a", "h1", "r1", 30_000),
+            ]
+        };
+        let sizes = |g| group(batch(), g).iter().map(Vec::len).collect::<Vec<_>>();
+        assert_eq!(sizes(Grouping::Gpu), vec![1, 1, 1, 1, 1]);
+        assert_eq!(sizes(Grouping::Host), vec![2, 1, 1, 1]);
+        assert_eq!(sizes(Grouping::Rack), vec![3, 1, 1]);
+    }
 }

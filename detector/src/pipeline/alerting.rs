@@ -9,6 +9,8 @@
 
 use std::collections::HashMap;
 
+use features::hash::FxBuild;
+
 use alerts::{AlertEngine, AlertEvent, EngineConfig, Labels, Observation, Reason, Scope, Severity};
 use features::GpuId;
 use serde::{Deserialize, Serialize};
@@ -23,7 +25,7 @@ pub const TICK_EVERY_MS: i64 = 15_000;
 pub struct AlertStage {
     pub engine: AlertEngine,
     /// Kinds observed non-zero per GPU since they were last clear.
-    watched: HashMap<GpuId, u8>,
+    watched: HashMap<GpuId, u8, FxBuild>,
     last_tick_ms: i64,
     watermark_ms: i64,
     /// Event time every input partition has reached (Kafka), if some
@@ -37,7 +39,7 @@ impl AlertStage {
     pub fn new(engine: AlertEngine) -> Self {
         AlertStage {
             engine,
-            watched: HashMap::new(),
+            watched: HashMap::default(),
             last_tick_ms: i64::MIN,
             watermark_ms: i64::MIN,
             horizon_ms: None,

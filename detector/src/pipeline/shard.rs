@@ -3,6 +3,8 @@
 //! unit-testable without a runtime and identical live and in backtest.
 
 use std::collections::HashMap;
+
+use features::hash::FxBuild;
 use std::sync::Arc;
 
 use features::{
@@ -67,15 +69,15 @@ pub struct Shard {
     pub id: usize,
     features: FeatureEngine,
     anomaly: AnomalyModel,
-    hard: HashMap<GpuId, Sticky>,
-    topo: HashMap<GpuId, Topology>,
+    hard: HashMap<GpuId, Sticky, FxBuild>,
+    topo: HashMap<GpuId, Topology, FxBuild>,
     /// Event time of the first sample: models learn for [`WARM_UP_MS`].
     first_ts_ms: Option<i64>,
     /// Newest sample time per host: a GPU that goes quiet while its host
     /// reports is lost; a whole quiet host is maintenance or a host outage.
-    host_seen: HashMap<std::sync::Arc<str>, i64>,
+    host_seen: HashMap<std::sync::Arc<str>, i64, FxBuild>,
     /// Per GPU: samples since its last anomaly score, and that grade.
-    grades: HashMap<GpuId, (u32, f32, Option<Evidence>)>,
+    grades: HashMap<GpuId, (u32, f32, Option<Evidence>), FxBuild>,
     /// Failure model and trend forecasts (issue 5).
     #[serde(default)]
     predict: Predictor,
@@ -94,11 +96,11 @@ impl Shard {
             id,
             features: FeatureEngine::new(features)?,
             anomaly: AnomalyModel::new(seed.wrapping_add(id as u64))?,
-            hard: HashMap::new(),
-            topo: HashMap::new(),
+            hard: HashMap::default(),
+            topo: HashMap::default(),
             first_ts_ms: None,
-            host_seen: HashMap::new(),
-            grades: HashMap::new(),
+            host_seen: HashMap::default(),
+            grades: HashMap::default(),
             predict: Predictor::new(None),
             events: Vec::new(),
             rows: Vec::new(),
