@@ -40,10 +40,9 @@ fn bench(c: &mut Criterion) {
             native::decode_into(black_box(array.as_bytes()), &mut out);
         })
     });
-    let scrape = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/dcgm-exporter/metrics-k8s-rtx4000ada.prom"
-    ));
+    // Relative to the package root (cargo's working directory for benches).
+    let scrape =
+        std::fs::read_to_string("../../shared/fixtures/dcgm-exporter/metrics-k8s-rtx4000ada.prom");
     if let Ok(scrape) = scrape {
         g.throughput(Throughput::Elements(1));
         g.bench_function("dcgm_exporter_scrape_1_gpu", |b| {

@@ -7,9 +7,10 @@ use features::decode::{self, DecodeOutput, Encoding, nvsmi, prom};
 use features::{Field, sniff};
 
 fn fixture(rel: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures")
-        .join(rel);
+    // Relative to the working directory, which cargo sets to this package's
+    // root: a compile-time `CARGO_MANIFEST_DIR` would be the path of
+    // whichever checkout built the (cached, shared-target-dir) binary.
+    let p = PathBuf::from("../../shared/fixtures").join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading fixture {}: {e}", p.display()))
 }
 

@@ -69,17 +69,23 @@ fn replacement_pairs_newcomers_with_incumbent_twins() {
     );
 }
 
-#[test]
-fn newcomers_report_from_their_join_time_and_degrade() {
+/// A 64-GPU `replacement` run and its first newcomer.
+fn replacement_with_newcomer() -> (Simulator, crate::simulator::GpuInfo) {
     let mut run = small("replacement", 5);
     run.config.gpus = 64;
-    let mut sim = Simulator::new(run.config).expect("valid");
+    let sim = Simulator::new(run.config).expect("valid");
     let n = sim
         .gpus()
         .iter()
         .find(|g| g.replaces.is_some())
         .cloned()
         .expect("a newcomer");
+    (sim, n)
+}
+
+#[test]
+fn newcomers_report_from_their_join_time_and_degrade() {
+    let (mut sim, n) = replacement_with_newcomer();
     let joined = n.active_from_ms.expect("join time");
     let mut buf = Vec::new();
     let (mut first, mut sbe_last) = (None, 0.0);
@@ -94,6 +100,61 @@ fn newcomers_report_from_their_join_time_and_degrade() {
     }
     assert_eq!(first, Some(joined));
     assert!(sbe_last > 0.0, "the newcomer's HBM never degraded");
+}
+
+#[test]
+fn a_newcomer_and_its_twin_see_the_same_error_counts() {
+    let (mut sim, n) = replacement_with_newcomer();
+    let mine = sim
+        .labels()
+        .iter()
+        .find(|l| l.gpu.as_ref() == Some(&n.uuid))
+        .cloned()
+        .expect("the newcomer degrades");
+    let twin = sim
+        .labels()
+        .iter()
+        .find(|l| {
+            l.gpu.as_ref() != Some(&n.uuid)
+                && l.host == mine.host
+                && l.onset_ms == mine.onset_ms
+                && l.kind == mine.kind
+        })
+        .and_then(|l| l.gpu.clone())
+        .expect("a twin");
+    let end = mine.failure_ms.expect("HBM fails");
+    let mut buf = Vec::new();
+    // SBE total of each at the onset tick and just before the failure.
+    let mut at: std::collections::HashMap<(bool, bool), f64> = Default::default();
+    while let Some(ts) = sim.next_tick(&mut buf) {
+        for s in &buf {
+            let who = if s.gpu == n.uuid {
+                false
+            } else if s.gpu == twin {
+                true
+            } else {
+                continue;
+            };
+            let v = s
+                .metrics
+                .get(features::Field::EccSbeVolTotal)
+                .unwrap_or(0.0);
+            if ts == mine.onset_ms {
+                at.insert((who, false), v);
+            } else if ts == end - 30_000 {
+                at.insert((who, true), v);
+            }
+        }
+        buf.clear();
+    }
+    let delta = |who| at[&(who, true)] - at[&(who, false)];
+    let (newcomer, incumbent) = (delta(false), delta(true));
+    assert!(newcomer > 20.0, "newcomer gained {newcomer} SBEs");
+    // Equal but for the background errors each GPU draws from the noise.
+    assert!(
+        (newcomer - incumbent).abs() <= 3.0,
+        "newcomer {newcomer} vs twin {incumbent}"
+    );
 }
 
 #[test]

@@ -147,6 +147,11 @@ pub(crate) struct FailurePlan {
     /// Straggler slowdown factors.
     pub clock_factor: f64,
     pub power_factor: f64,
+    /// Common random numbers: with a seed, the precursor's error counts
+    /// come from a stream of this plan's own instead of the fleet's noise,
+    /// so every GPU given the plan (a newcomer and its incumbent twin)
+    /// shows the very same degradation. `None`: the noise stream.
+    pub precursor_seed: Option<u64>,
 }
 
 impl FailurePlan {
@@ -437,6 +442,7 @@ fn plan_gpu(
         follow_xid: if rng.chance(0.6) { 94 } else { 95 },
         clock_factor: rng.range(0.80, 0.90),
         power_factor: rng.range(0.78, 0.88),
+        precursor_seed: None,
     };
     match kind {
         FailureKind::Straggler => {

@@ -97,6 +97,9 @@ pub(crate) struct GpuState {
     /// Fractional row remaps not yet applied.
     pub remap_acc: f64,
     pub failure: Option<FailurePlan>,
+    /// The precursor's own stream, for a plan with a `precursor_seed`
+    /// (started at the first precursor tick).
+    pub precursor_rng: Option<SimRng>,
     /// First tick with no telemetry (failure), `i64::MAX` while healthy.
     pub silent_from_ms: i64,
 }
@@ -164,6 +167,7 @@ impl GpuState {
             remap_pending: false,
             remap_acc: 0.0,
             failure: None,
+            precursor_rng: None,
             silent_from_ms: i64::MAX,
         }
     }
@@ -281,7 +285,17 @@ impl GpuState {
             self.xid = d.app_xid;
         }
         if let Some(kind) = fail_kind {
-            self.precursor(kind, g, env, util, traffic, rng);
+            match self.failure.as_ref().and_then(|f| f.precursor_seed) {
+                Some(seed) => {
+                    let mut own = self
+                        .precursor_rng
+                        .take()
+                        .unwrap_or_else(|| SimRng::new(seed));
+                    self.precursor(kind, g, env, util, traffic, &mut own);
+                    self.precursor_rng = Some(own);
+                }
+                None => self.precursor(kind, g, env, util, traffic, rng),
+            }
         }
 
         let fb_used = round0(spec.fb_mib * d.fb_frac);

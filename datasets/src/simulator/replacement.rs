@@ -6,7 +6,8 @@
 //! suddenly; 30 min later a new GPU (new UUID, `replaces` = the old one)
 //! reports from slot A; an hour after it joined, it starts an HBM
 //! degradation. Slot B's GPU, present since the start, degrades with the
-//! same onset, the same failure time and the same precursor length. An
+//! same onset, the same failure time, the same precursor length and the
+//! same error counts (one seeded precursor stream for both). An
 //! evaluator compares how long after onset each was first alerted: a
 //! newcomer scored from its first samples by its cohort and peers is
 //! alerted no later than its incumbent twin.
@@ -69,7 +70,10 @@ pub(crate) fn plan_pairs(grid: Grid, fleet: &Fleet, rng: &mut SimRng, out: &mut 
                 new: gpu.uuid.clone(),
             },
         });
-        let newcomer = plan(FailureKind::HbmEcc, onset, failure, silent, rng);
+        let mut newcomer = plan(FailureKind::HbmEcc, onset, failure, silent, rng);
+        // One error stream for both (common random numbers): the twin's
+        // comparison then measures the pipeline, not two Poisson draws.
+        newcomer.precursor_seed = Some(rng.next_u64());
         out.replacements.push(Replacement {
             slot: slot_a,
             at_ms: joins,
@@ -93,6 +97,7 @@ fn plan(kind: FailureKind, onset: i64, failure: i64, silent: i64, rng: &mut SimR
         follow_xid: if rng.chance(0.6) { 94 } else { 95 },
         clock_factor: 1.0,
         power_factor: 1.0,
+        precursor_seed: None,
     }
 }
 
