@@ -11,7 +11,8 @@
 # `forewarn replay --group`: rack (default, ~31 samples a message), host
 # (8) or gpu (1); tansu's SQLite engine costs ~0.3 ms of CPU per record, so
 # on 2 cores it cannot take 30,000 samples/s one host per record. Gives
-# up when nothing more is consumed for 60 s (a dead broker).
+# up when nothing more is consumed for 60 s (a dead broker). PARTITIONS
+# (default 4) sets the topic's partition count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GPUS="${1:-1000}"; HOURS="${2:-2}"; SPEED="${3:-900}"; GROUP="${4:-rack}"
@@ -26,7 +27,7 @@ PORT=$((20000 + RANDOM % 20000)); API=$((PORT + 1))
 if [ -w /dev/shm ]; then B="$(mktemp -d /dev/shm/fw-tansu.XXXXXX)"; else B="$W/broker"; fi
 trap 'kill $SVC 2>/dev/null || true; scripts/broker.sh stop "$B" || true; [ "$B" = "$W/broker" ] || rm -rf "$B"' EXIT
 scripts/broker.sh start "$PORT" "$B" >/dev/null
-"$(scripts/broker.sh path)" topic create telemetry --partitions 4 --broker "tcp://127.0.0.1:$PORT" >/dev/null
+"$(scripts/broker.sh path)" topic create telemetry --partitions "${PARTITIONS:-4}" --broker "tcp://127.0.0.1:$PORT" >/dev/null
 "$F" simulate --gpus "$GPUS" --hours "$HOURS" --seed 1 --format jsonl --out "$W/sim" 2>&1 | tail -1
 TOTAL=$(wc -l <"$W/sim/telemetry.jsonl")
 cat >"$W/forewarn.toml" <<TOML
