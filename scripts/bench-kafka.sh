@@ -25,7 +25,18 @@ PORT=$((20000 + RANDOM % 20000)); API=$((PORT + 1))
 # fsyncs on this VM's disk vary run to run by more than the pipeline's
 # cost, and the disk is the broker's concern, not forewarn's.
 if [ -w /dev/shm ]; then B="$(mktemp -d /dev/shm/fw-tansu.XXXXXX)"; else B="$W/broker"; fi
-trap 'kill $SVC 2>/dev/null || true; scripts/broker.sh stop "$B" || true; [ "$B" = "$W/broker" ] || rm -rf "$B"' EXIT
+# serve's clean stop commits its offsets synchronously, so it must end
+# before the broker does (with the broker gone it waits for it forever).
+stop_all() {
+  if [ -n "${SVC:-}" ]; then
+    kill "$SVC" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$SVC" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$SVC" 2>/dev/null || true
+  fi
+  scripts/broker.sh stop "$B" || true
+  [ "$B" = "$W/broker" ] || rm -rf "$B"
+}
+trap stop_all EXIT
 scripts/broker.sh start "$PORT" "$B" >/dev/null
 "$(scripts/broker.sh path)" topic create telemetry --partitions "${PARTITIONS:-4}" --broker "tcp://127.0.0.1:$PORT" >/dev/null
 "$F" simulate --gpus "$GPUS" --hours "$HOURS" --seed 1 --format jsonl --out "$W/sim" 2>&1 | tail -1
