@@ -15,10 +15,9 @@
 //!   model was half of the pipeline's CPU when it scored every sample).
 
 use std::collections::HashMap;
-
-use features::hash::FxBuild;
 use std::sync::Arc;
 
+use features::hash::FxBuild;
 use features::{Col, FeatureRow, GpuId};
 use models::failure::{FailureModel, History, INPUT_WIDTH, input};
 use models::trend::{Forecast, Trend, TrendConfig};

@@ -9,10 +9,9 @@
 
 use std::collections::HashMap;
 
-use features::hash::FxBuild;
-
 use alerts::{AlertEngine, AlertEvent, EngineConfig, Labels, Observation, Reason, Scope, Severity};
 use features::GpuId;
+use features::hash::FxBuild;
 use serde::{Deserialize, Serialize};
 
 use crate::assess::{Assessment, Kind};

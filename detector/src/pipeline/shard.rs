@@ -3,10 +3,9 @@
 //! unit-testable without a runtime and identical live and in backtest.
 
 use std::collections::HashMap;
-
-use features::hash::FxBuild;
 use std::sync::Arc;
 
+use features::hash::FxBuild;
 use features::{
     FeatureConfig, FeatureEngine, FeatureEvent, FeatureRow, GpuId, Sample, Topology, XidClass,
 };
