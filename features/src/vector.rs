@@ -10,7 +10,7 @@ use crate::phase::Phase;
 use crate::sample::{GpuId, Topology};
 
 /// Version of the column layout below.
-pub const FEATURE_SCHEMA_VERSION: u32 = 1;
+pub const FEATURE_SCHEMA_VERSION: u32 = 2;
 
 macro_rules! columns {
     ($( $(#[$doc:meta])* $variant:ident => $name:literal; )*) => {
@@ -148,6 +148,10 @@ columns! {
     GpuTempResidPeerZ => "gpu_temp_resid_peer_z";
     SmClockResidPeerZ => "sm_clock_resid_peer_z";
     PowerResidPeerZ => "power_resid_peer_z";
+    // Schema 2.
+    /// °C the GPU runs above its own slow baseline of temperature given
+    /// power (`expected::rack`): its air got warmer, or it did.
+    AirShift => "air_shift";
 }
 
 impl Col {

@@ -14,6 +14,7 @@ use features::GpuId;
 use features::hash::FxBuild;
 use serde::{Deserialize, Serialize};
 
+use super::rack_air::RackWatch;
 use crate::assess::{Assessment, Kind};
 
 /// How often (event time) the engine's timers run: `for`, staleness,
@@ -32,6 +33,8 @@ pub struct AlertStage {
     horizon_ms: Option<i64>,
     /// min(horizon, watermark), never moving back.
     clock_ms: i64,
+    /// Rack air readings: rack cooling incidents.
+    racks: RackWatch,
 }
 
 impl AlertStage {
@@ -43,6 +46,7 @@ impl AlertStage {
             watermark_ms: i64::MIN,
             horizon_ms: None,
             clock_ms: i64::MIN,
+            racks: RackWatch::default(),
         }
     }
 
@@ -53,6 +57,7 @@ impl AlertStage {
             last_tick_ms: self.last_tick_ms,
             watermark_ms: self.watermark_ms,
             clock_ms: Some(self.clock_ms),
+            racks: self.racks.clone(),
             engine: self.engine.snapshot(),
         };
         crate::checkpoint::to_cbor(&snap, "the alert stage")
@@ -72,6 +77,7 @@ impl AlertStage {
             // trails the watermark, and restoring it at the watermark made
             // every timer jump ahead (stale resolutions, early `for`s).
             clock_ms: snap.clock_ms.unwrap_or(snap.last_tick_ms),
+            racks: snap.racks,
         })
     }
 
@@ -171,6 +177,17 @@ impl AlertStage {
         }
     }
 
+    /// Takes a shard's rack air reading (see [`super::rack_air`]); judged
+    /// at [`AlertStage::flush_racks`].
+    pub fn push_rack(&mut self, r: &features::expected::rack::RackReading) {
+        self.racks.push(r);
+    }
+
+    /// Judges the rack readings of the round that just ended.
+    pub fn flush_racks(&mut self, out: &mut Vec<AlertEvent>) {
+        self.racks.flush(&mut self.engine, out);
+    }
+
     /// Runs the engine's timers up to `now_ms` (end of input, idle source).
     pub fn tick(&mut self, now_ms: i64, out: &mut Vec<AlertEvent>) {
         out.extend(self.engine.tick(now_ms));
@@ -185,6 +202,9 @@ struct StageSnapshot {
     /// Absent in checkpoints written before it was kept.
     #[serde(default)]
     clock_ms: Option<i64>,
+    /// Absent in checkpoints written before rack readings existed.
+    #[serde(default)]
+    racks: RackWatch,
     engine: alerts::EngineSnapshot,
 }
 

@@ -17,6 +17,7 @@
 //! ([`crate::checkpoint`]). No locks, no pause of the hot path.
 
 pub mod alerting;
+mod rack_air;
 #[cfg(test)]
 pub(crate) mod restart_tests;
 pub mod shard;
@@ -430,7 +431,7 @@ impl AlertThread {
                     continue;
                 }
                 batch_round = true;
-                self.take_output(out, &mut summary, &mut events)?;
+                self.take_output(i, out, &mut summary, &mut events)?;
             }
             if batch_round {
                 self.inflight.fetch_sub(1, Relaxed);
@@ -491,6 +492,7 @@ impl AlertThread {
 
     fn take_output(
         &mut self,
+        shard: usize,
         out: ShardOutput,
         summary: &mut Summary,
         events: &mut Vec<AlertEvent>,
@@ -507,6 +509,14 @@ impl AlertThread {
             .fetch_add(out.assessments.len() as u64, Relaxed);
         for a in &out.assessments {
             self.stage.observe(a, events);
+        }
+        for r in &out.racks {
+            self.stage.push_rack(r);
+        }
+        if shard + 1 == self.outputs.len() {
+            // The round's last output: every shard's piece of a rack's
+            // bucket is in.
+            self.stage.flush_racks(events);
         }
         self.state.publish(&out.assessments);
         self.state.record_alerts(events);

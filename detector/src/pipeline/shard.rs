@@ -47,6 +47,8 @@ struct Sticky {
 #[derive(Default)]
 pub struct ShardOutput {
     pub assessments: Vec<Assessment>,
+    /// Rack air readings of buckets the batch closed.
+    pub racks: Vec<features::expected::rack::RackReading>,
     /// Rejected samples: (reason label, message).
     pub rejected: Vec<(&'static str, String)>,
     /// Wall time the batch's oldest sample was produced, if known.
@@ -276,6 +278,7 @@ impl Shard {
                     reasons,
                 });
             }
+            FeatureEvent::RackAir(r) => out.racks.push(r),
             _ => {}
         }
     }

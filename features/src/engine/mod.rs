@@ -26,6 +26,7 @@ use thiserror::Error;
 use crate::config::{ConfigError, FeatureConfig};
 use crate::expected::ModelBank;
 use crate::expected::inlet::HostTemps;
+use crate::expected::rack::{RackAir, RackReading};
 use crate::field::Field;
 use crate::peers::{CohortStats, LEVELS};
 use crate::phase::Phase;
@@ -84,6 +85,9 @@ pub enum FeatureEvent {
         to: Phase,
         prev_ms: i64,
     },
+    /// A rack's bucket closed: its GPUs' median air shift (see
+    /// [`crate::expected::rack`]).
+    RackAir(RackReading),
 }
 
 /// What happened to an accepted-or-dropped sample.
@@ -144,6 +148,9 @@ pub struct FeatureEngine {
     models: ModelBank,
     cohorts: CohortStats,
     hosts: HostTemps,
+    /// Rack air shifts (absent in checkpoints written before it existed).
+    #[serde(default)]
+    racks: RackAir,
     xids: XidCorrelator,
     /// Newest accepted event time over all GPUs (`i64::MIN` before any).
     watermark_ms: i64,
@@ -186,6 +193,7 @@ impl FeatureEngine {
             models: ModelBank::default(),
             cohorts: CohortStats::new(cfg.peer_bucket_ms, cfg.min_cohort),
             hosts: HostTemps::new(cfg.peer_bucket_ms),
+            racks: RackAir::new(cfg.peer_bucket_ms),
             xids: XidCorrelator::default(),
             gpus: GpuTable::default(),
             watermark_ms: i64::MIN,
@@ -340,6 +348,7 @@ impl FeatureEngine {
             models: &mut self.models,
             cohorts: &mut self.cohorts,
             hosts: &mut self.hosts,
+            racks: &mut self.racks,
             xids: &mut self.xids,
             alphas: &mut self.alphas,
         };
@@ -389,6 +398,7 @@ impl FeatureEngine {
             if self.next_gc_ms != i64::MIN {
                 self.cohorts.gc(now, IDLE_BUCKETS);
                 self.hosts.gc(now, IDLE_BUCKETS);
+                self.racks.gc(now, IDLE_BUCKETS);
                 self.xids.gc(now - XID_GROUP_TTL_MS);
                 let ttl = self.cfg.gpu_ttl_ms;
                 self.gpus.retain(|st| now - st.arrival.last_ts_ms() <= ttl);
@@ -404,6 +414,7 @@ impl FeatureEngine {
             + self.models.approx_heap_bytes()
             + self.cohorts.approx_heap_bytes()
             + self.hosts.approx_heap_bytes()
+            + self.racks.approx_heap_bytes()
             + self.xids.approx_heap_bytes()
     }
 

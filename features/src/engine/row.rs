@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::FeatureEvent;
 use crate::config::FeatureConfig;
 use crate::expected::inlet::{HostSlot, HostTemps};
+use crate::expected::rack::{RackAir, RackInput, RackSlot};
 use crate::expected::{Expected, ExpectedInputs, ModelBank};
 use crate::field::Field;
 use crate::peers::{
@@ -38,6 +39,7 @@ pub(super) struct Parts<'a> {
     pub models: &'a mut ModelBank,
     pub cohorts: &'a mut CohortStats,
     pub hosts: &'a mut HostTemps,
+    pub racks: &'a mut RackAir,
     pub xids: &'a mut XidCorrelator,
     pub alphas: &'a mut AlphaCache,
 }
@@ -227,6 +229,21 @@ impl Parts<'_> {
         }
         st.resid_ewma
             .update(exp.temp_resid, self.alphas.resid(dt, cfg));
+        let air_shift = self.rack_air(
+            st,
+            ts,
+            &RackInput {
+                gpu_temp: temp,
+                power_ewma_w: st.power_ewma.value,
+                settled: !settling && !transitioning,
+                phase: ph.code(),
+                power_w: power,
+                learn,
+                dt_ms: dt,
+                host: st.host.host,
+            },
+            events,
+        );
 
         // Peers.
         let peer_in: [f32; PEER_FEATURES] = [
@@ -298,6 +315,7 @@ impl Parts<'_> {
             (Col::MemoryTempResid, exp.mem_temp_resid),
             (Col::SmClockResid, exp.clock_resid),
             (Col::PowerResid, exp.power_resid),
+            (Col::AirShift, air_shift),
         ] {
             v[col as usize] = val;
         }
@@ -309,6 +327,33 @@ impl Parts<'_> {
             phase: ph,
             values: v,
         }
+    }
+
+    /// Feeds the GPU's sample to its rack's bucket; returns the GPU's air
+    /// shift (NaN without a rack or a ready baseline).
+    fn rack_air(
+        &mut self,
+        st: &mut GpuState,
+        ts: i64,
+        inp: &RackInput,
+        events: &mut Vec<FeatureEvent>,
+    ) -> f32 {
+        let Some(rack) = &st.topo.rack else {
+            return f32::NAN;
+        };
+        if st.rack.id == u32::MAX || st.rack.epoch != self.racks.epoch() {
+            st.rack = RackSlot {
+                id: self.racks.resolve(rack, &st.topo.cluster),
+                epoch: self.racks.epoch(),
+            };
+        }
+        let (shift, closed) =
+            self.racks
+                .push(st.rack.id, &mut st.air, &st.topo.model, ts, inp, self.cfg);
+        if let Some(r) = closed {
+            events.push(FeatureEvent::RackAir(r));
+        }
+        shift
     }
 
     /// Counter deltas, rates, totals and reset events.

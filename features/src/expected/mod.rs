@@ -16,6 +16,7 @@
 //! `rls`), so a few degrading GPUs cannot teach them that hot is normal.
 
 pub mod inlet;
+pub mod rack;
 pub mod rls;
 
 use std::sync::Arc;

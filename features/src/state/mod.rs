@@ -13,6 +13,7 @@ pub mod smooth;
 use serde::{Deserialize, Serialize};
 
 use crate::expected::inlet::HostSlot;
+use crate::expected::rack::{AirBaseline, RackSlot};
 use crate::field::{FIELD_COUNT, Field};
 use crate::peers::{LEVELS, MemberSlot};
 use crate::phase::{JobHint, PhaseState};
@@ -56,6 +57,12 @@ pub struct GpuState {
     pub links_epoch: u32,
     pub host: HostSlot,
     pub host_epoch: u32,
+    /// Its rack's id in the shard's `RackAir`, and its own air baseline
+    /// (absent in checkpoints written before they existed).
+    #[serde(default)]
+    pub rack: RackSlot,
+    #[serde(default)]
+    pub air: AirBaseline,
     /// Accepted samples; with `salt`, picks which ones train the models.
     pub samples: u32,
     pub salt: u32,
@@ -109,6 +116,8 @@ impl GpuState {
             links_epoch: 0,
             host: HostSlot::default(),
             host_epoch: 0,
+            rack: RackSlot::default(),
+            air: AirBaseline::default(),
             samples: 0,
             salt,
         }
@@ -162,6 +171,11 @@ impl GpuState {
             // A GPU that moved hosts leaves its last reading in the old
             // host's sum until that host is garbage-collected (rare).
             self.host = HostSlot::default();
+        }
+        if self.topo.rack != topo.rack || self.topo.host != topo.host {
+            // Other air: the baseline starts over.
+            self.rack = RackSlot::default();
+            self.air = AirBaseline::default();
         }
         self.topo = topo.clone();
         self.job_hint = JobHint::from_job(self.topo.job.as_deref());

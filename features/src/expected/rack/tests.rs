@@ -1,0 +1,122 @@
+use super::*;
+
+const SKU: &str = "H100";
+
+/// One rack of `hosts` × 4 GPUs whose loads change every 30 minutes (some
+/// idle, some training), for `minutes` from `from_min` at 30 s intervals;
+/// `air(minute)` is the rack's inlet. Returns the readings.
+fn run(
+    t: &mut RackAir,
+    id: u32,
+    gpus: &mut [AirBaseline],
+    from_min: i64,
+    minutes: i64,
+    air: impl Fn(i64) -> f32,
+) -> Vec<RackReading> {
+    let cfg = FeatureConfig::default();
+    let sku: Option<Arc<str>> = Some(SKU.into());
+    let mut out = Vec::new();
+    for m in from_min..from_min + minutes {
+        for half in 0..2 {
+            let ts = m * 60_000 + half * 30_000;
+            for (g, base) in gpus.iter_mut().enumerate() {
+                let busy = (g + m as usize / 30) % 3 != 0;
+                let power = if busy { 650.0 } else { 80.0 };
+                // Each GPU its own slot offset and thermal resistance.
+                let r_th = 0.066 + 0.001 * (g % 8) as f32;
+                let inp = RackInput {
+                    gpu_temp: air(m) + 0.5 * (g % 5) as f32 + 4.0 + r_th * power,
+                    power_ewma_w: power,
+                    settled: true,
+                    phase: if busy { 2 } else { 0 },
+                    power_w: power,
+                    learn: g % 2 == 0,
+                    dt_ms: 30_000,
+                    host: (g / 4) as u32,
+                };
+                let (_, closed) = t.push(id, base, &sku, ts, &inp, &cfg);
+                out.extend(closed);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_warmer_rack_reads_its_air_shift_whatever_its_load_mix() {
+    let mut t = RackAir::new(60_000);
+    let c: Option<Arc<str>> = Some("east-1".into());
+    let id = t.resolve(&"r0".into(), &c);
+    let mut gpus = vec![AirBaseline::default(); 16];
+    // Two hours to learn the slope and each GPU's baseline, loads changing.
+    let calm = run(&mut t, id, &mut gpus, 0, 120, |_| 22.0);
+    let settled: Vec<f32> = calm[60..].iter().map(|r| r.shift_c).collect();
+    assert!(settled.iter().all(|s| s.abs() < 1.0), "{settled:?}");
+    assert!(calm[60..].iter().all(|r| r.samples == 32 && r.hosts == 4));
+    assert_eq!(calm.last().map(|r| r.end_ms), Some(119 * 60_000));
+    // The rack's air +10 °C for an hour (ramping over 10 minutes).
+    let hot = run(&mut t, id, &mut gpus, 120, 60, |m| {
+        22.0 + 10.0 * ((m - 120) as f32 / 10.0).min(1.0)
+    });
+    let late: Vec<f32> = hot[15..].iter().map(|r| r.shift_c).collect();
+    assert!(late.iter().all(|s| *s > 8.0), "{late:?}");
+    // Recovered: back to ~0 (less what the baseline absorbed).
+    let after = run(&mut t, id, &mut gpus, 180, 60, |_| 22.0);
+    let tail: Vec<f32> = after[20..].iter().map(|r| r.shift_c).collect();
+    assert!(tail.iter().all(|s| s.abs() < 2.0), "{tail:?}");
+}
+
+#[test]
+fn a_few_hot_gpus_do_not_move_the_rack_and_small_buckets_give_no_reading() {
+    let mut t = RackAir::new(60_000);
+    let id = t.resolve(&"r0".into(), &None);
+    let mut gpus = vec![AirBaseline::default(); 16];
+    run(&mut t, id, &mut gpus, 0, 120, |_| 22.0);
+    // Three GPUs run 20 °C hot (their own fault): the median stays put.
+    let cfg = FeatureConfig::default();
+    let sku: Option<Arc<str>> = Some(SKU.into());
+    let mut readings = Vec::new();
+    for m in 120..140 {
+        for (g, base) in gpus.iter_mut().enumerate() {
+            let inp = RackInput {
+                gpu_temp: 22.0
+                    + 0.5 * (g % 5) as f32
+                    + 4.0
+                    + 0.07 * 650.0
+                    + if g < 3 { 20.0 } else { 0.0 },
+                power_ewma_w: 650.0,
+                power_w: 650.0,
+                phase: 2,
+                settled: true,
+                learn: false,
+                dt_ms: 60_000,
+                host: (g / 4) as u32,
+            };
+            readings.extend(t.push(id, base, &sku, m * 60_000, &inp, &cfg).1);
+        }
+    }
+    assert!(
+        readings.iter().all(|r| r.shift_c.abs() < 2.0),
+        "{readings:?}"
+    );
+    // A bucket with fewer than MIN_SAMPLES settled GPUs closes without a reading.
+    let mut few = Vec::new();
+    for m in 140..145 {
+        for base in gpus.iter_mut().take(MIN_SAMPLES as usize - 1) {
+            let inp = RackInput {
+                gpu_temp: 60.0,
+                power_ewma_w: 650.0,
+                power_w: 650.0,
+                phase: 2,
+                settled: true,
+                learn: false,
+                dt_ms: 60_000,
+                host: 0,
+            };
+            few.extend(t.push(id, base, &sku, m * 60_000, &inp, &cfg).1);
+        }
+    }
+    // The first of these closes bucket 139 (16 GPUs); none after.
+    assert_eq!(few.len(), 1, "{few:?}");
+    assert_eq!(t.gc(400 * 60_000, 30), 1);
+}
