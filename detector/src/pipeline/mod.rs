@@ -102,6 +102,28 @@ pub struct Written {
     pub offsets: Offsets,
 }
 
+/// Most event time one round of shard batches spans (see
+/// [`Pipeline::send_from`]).
+pub const MAX_ROUND_SPAN_MS: i64 = 60_000;
+
+/// Where `batch` (in event-time order, roughly) is cut into rounds: a
+/// round starts at a sample more than [`MAX_ROUND_SPAN_MS`] after the
+/// first sample of the round before.
+fn round_cuts(batch: &[Sample]) -> Vec<usize> {
+    let mut cuts = Vec::new();
+    let Some(first) = batch.first() else {
+        return cuts;
+    };
+    let mut start = first.ts_ms;
+    for (i, s) in batch.iter().enumerate() {
+        if s.ts_ms > start.saturating_add(MAX_ROUND_SPAN_MS) {
+            cuts.push(i);
+            start = s.ts_ms;
+        }
+    }
+    cuts
+}
+
 /// What travels to a shard.
 pub(crate) enum ShardMsg {
     /// Samples; the wall time (epoch ms) the oldest was produced, when the
@@ -353,6 +375,31 @@ impl Pipeline {
     /// time all input partitions have reached (silence is judged by it).
     pub fn send_from(
         &mut self,
+        mut batch: Vec<Sample>,
+        origin_ms: Option<i64>,
+        horizon_ms: Option<i64>,
+    ) -> anyhow::Result<()> {
+        // A round's shards are read one after the other, so a round that
+        // spans more event time than a few alert timers (a 4,096-sample
+        // file batch of a 64-GPU fleet is half an hour) would let the
+        // first shard's rows run the alert clock ahead of the second's:
+        // split it into rounds of at most `MAX_ROUND_SPAN_MS`, as a live
+        // stream's batches are.
+        let cuts = round_cuts(&batch);
+        // Split from the back so each sample moves once.
+        let mut rounds = Vec::with_capacity(cuts.len() + 1);
+        for &cut in cuts.iter().rev() {
+            rounds.push(batch.split_off(cut));
+        }
+        rounds.push(batch);
+        for round in rounds.into_iter().rev() {
+            self.send_round(round, origin_ms, horizon_ms)?;
+        }
+        Ok(())
+    }
+
+    fn send_round(
+        &mut self,
         batch: Vec<Sample>,
         origin_ms: Option<i64>,
         horizon_ms: Option<i64>,
@@ -576,6 +623,19 @@ mod tests {
         fn deliver(&mut self, _: &[AlertEvent], _: i64) -> anyhow::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn long_batches_are_cut_into_rounds_of_a_minute() {
+        let at = |ts: i64| features::Sample::new("GPU-a", ts);
+        assert!(super::round_cuts(&[]).is_empty());
+        // 0 s .. 60 s is one round; 60.001 s starts the next, and so on
+        // from each round's first sample (a late sample stays in its round).
+        let batch: Vec<_> = [0, 30_000, 60_000, 60_001, 20_000, 120_001, 180_000, 400_000]
+            .into_iter()
+            .map(at)
+            .collect();
+        assert_eq!(super::round_cuts(&batch), vec![3, 6, 7]);
     }
 
     #[test]

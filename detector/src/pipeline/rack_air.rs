@@ -3,10 +3,11 @@
 //! the one place that sees every shard's piece of a rack and every rack of
 //! a cluster.
 //!
-//! A rack's air shift is the GPU-weighted mean of its pieces' medians (a
+//! A rack's air shift is the sample-weighted mean of its pieces' medians (a
 //! piece per shard); its **excess** is that minus the median shift of the
 //! cluster's other racks at the same time, so a fleet-wide ambient change
-//! or the daily swing, which warm every rack, cancel. An excess held above
+//! or the daily swing, which warm every rack, cancel (and at most the shift
+//! itself: a peer rack reading cold does not make this one hot). An excess held above
 //! +6 °C on at least [`MIN_HOSTS`] hosts is a cooling incident:
 //! kind [`KIND`], rack scope, a page. A rack alone in its cluster has
 //! nothing to be compared with and is never judged.
@@ -113,7 +114,10 @@ impl RackWatch {
                 // cleared by a thin bucket.
                 continue;
             }
-            let excess = shift - reference;
+            // Warmer than the other racks *and* than its own usual: a peer
+            // rack reading cold (its GPUs' baselines took in part of its own
+            // incident, and now it has recovered) does not make this one hot.
+            let excess = (shift - reference).min(shift);
             let value = ((excess - EXCESS_ZERO_C) / EXCESS_SPAN_C).clamp(0.0, 1.0);
             let cluster = pieces.first().and_then(|p| p.cluster.as_deref());
             observe(
@@ -288,6 +292,14 @@ mod tests {
             }
         });
         assert!(mild.is_empty(), "{mild:#?}");
+    }
+
+    #[test]
+    fn peers_reading_cold_do_not_make_a_rack_hot() {
+        // After their own incident, r1..r3's GPUs read 8 °C below their
+        // baselines for a while; r0 is as usual.
+        let events = run(200, 4, |r, m| if r > 0 && m >= 60 { -8.0 } else { 0.0 });
+        assert!(events.is_empty(), "{events:#?}");
     }
 
     #[test]

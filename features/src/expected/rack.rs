@@ -116,11 +116,27 @@ impl AirBaseline {
             return f32::NAN;
         }
         self.total = self.total.saturating_add(1);
-        self.n[p] = self.n[p].saturating_add(1);
-        if self.n[p] == 1 {
-            self.offset[p] = (temp - f64::from(self.air)) as f32;
+        if self.n[p] == 0 {
             self.power[p] = power as f32;
-            return f32::NAN;
+            // A phase seen for the first time: from a phase it knows and
+            // the SKU's slope when it can, so a phase entered during an
+            // incident (a job starting in a hot rack) does not take the
+            // incident for its offset; else from this sample.
+            let known = (0..PHASE_COUNT)
+                .filter(|&q| q != p && self.n[q] > READY_SAMPLES)
+                .max_by_key(|&q| self.n[q]);
+            if let Some(q) = known {
+                let dp = power - f64::from(self.power[q]);
+                self.offset[p] = (f64::from(self.offset[q]) + slope * dp) as f32;
+                // Ready, and past the averaging: it learns slowly.
+                self.n[p] = AVERAGE_SAMPLES + 1;
+            } else {
+                self.offset[p] = (temp - f64::from(self.air)) as f32;
+                self.n[p] = 1;
+                return f32::NAN;
+            }
+        } else {
+            self.n[p] = self.n[p].saturating_add(1);
         }
         let along = slope * (power - f64::from(self.power[p]));
         let air = f64::from(self.air);

@@ -120,3 +120,47 @@ fn a_few_hot_gpus_do_not_move_the_rack_and_small_buckets_give_no_reading() {
     assert_eq!(few.len(), 1, "{few:?}");
     assert_eq!(t.gc(400 * 60_000, 30), 1);
 }
+
+#[test]
+fn a_phase_first_entered_in_hot_air_does_not_learn_the_heat() {
+    let cfg = FeatureConfig::default();
+    let sku: Option<Arc<str>> = Some(SKU.into());
+    let mut t = RackAir::new(60_000);
+    let id = t.resolve(&"r0".into(), &None);
+    // A fleet of mixed loads teaches the SKU's slope; one GPU only trains.
+    let mut fleet = vec![AirBaseline::default(); 16];
+    let mut lone = AirBaseline::default();
+    let push = |t: &mut RackAir, base: &mut AirBaseline, ts: i64, air: f32, busy: bool| {
+        let power = if busy { 650.0 } else { 80.0 };
+        let inp = RackInput {
+            gpu_temp: air + 4.0 + 0.07 * power,
+            power_ewma_w: power,
+            power_w: power,
+            phase: if busy { 2 } else { 0 },
+            settled: true,
+            learn: true,
+            dt_ms: 30_000,
+            host: 0,
+        };
+        t.push(id, base, &sku, ts, &inp, &cfg).0
+    };
+    for m in 0..180 {
+        for half in 0..2 {
+            let ts = m * 60_000 + half * 30_000;
+            for (g, base) in fleet.iter_mut().enumerate() {
+                push(&mut t, base, ts, 22.0, (g + m as usize / 30) % 3 != 0);
+            }
+            push(&mut t, &mut lone, ts, 22.0, true);
+        }
+    }
+    // The rack's air +10 °C, and the lone GPU's job ends: its first idle
+    // samples read the heat, not 0.
+    let mut shifts = Vec::new();
+    for m in 180..200 {
+        for half in 0..2 {
+            let ts = m * 60_000 + half * 30_000;
+            shifts.push(push(&mut t, &mut lone, ts, 32.0, false));
+        }
+    }
+    assert!(shifts.iter().all(|s| (*s - 10.0).abs() < 1.5), "{shifts:?}");
+}
