@@ -25,8 +25,9 @@ PORT=$((20000 + RANDOM % 20000)); API=$((PORT + 1))
 # fsyncs on this VM's disk vary run to run by more than the pipeline's
 # cost, and the disk is the broker's concern, not forewarn's.
 if [ -w /dev/shm ]; then B="$(mktemp -d /dev/shm/fw-tansu.XXXXXX)"; else B="$W/broker"; fi
-# serve's clean stop commits its offsets synchronously, so it must end
-# before the broker does (with the broker gone it waits for it forever).
+# serve stops first so its final offset commit reaches the broker (with
+# the broker gone it waits 5 s for an answer, then stops anyway: the
+# checkpoint holds the offsets).
 stop_all() {
   if [ -n "${SVC:-}" ]; then
     kill "$SVC" 2>/dev/null || true

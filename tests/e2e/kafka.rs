@@ -224,11 +224,13 @@ listen = "127.0.0.1:{api}"
         .spawn()
         .expect("spawn replay");
     // Kill -9 mid-stream, after a checkpoint and some alerts.
+    // (Ingest runs ahead of delivery, more so on a loaded machine: wait for
+    // a page to have reached PagerDuty too, not only for the sample count.)
     wait_for("a checkpoint mid-stream", Duration::from_secs(120), || {
         http_get(api, "/metrics").is_some_and(|m| {
             metric(&m, "forewarn_checkpoints_total") >= 2.0
                 && metric(&m, "forewarn_samples_ingested_total") > 40_000.0
-        })
+        }) && !pd.bodies("/v2/enqueue").is_empty()
     });
     svc.0.kill().expect("kill -9");
     svc.0.wait().expect("reap");

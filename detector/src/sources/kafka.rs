@@ -23,7 +23,7 @@
 //!   librdkafka's statistics and the source's own position.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,7 @@ use features::decode::{DecodeOutput, Encoding, adapter, native, sniff};
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaResult;
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, ThreadedProducer};
 use rdkafka::statistics::Statistics;
@@ -80,6 +81,9 @@ struct Shared {
     /// Newest event time handed over per partition, and when (wall) the
     /// partition last delivered a message.
     event_time: Mutex<BTreeMap<(String, i32), (i64, Instant)>>,
+    /// Offset commits answered, and how many of those failed.
+    commits: AtomicU64,
+    commit_errors: AtomicU64,
 }
 
 /// A partition this far (event time) ahead of the horizon is paused until
@@ -93,6 +97,22 @@ const MAX_AHEAD_MS: i64 = 10 * 60_000;
 const IDLE_PARTITION: Duration = Duration::from_secs(5);
 
 impl Shared {
+    /// Fresh state: `sent` is where each partition resumes.
+    fn new(sent: Offsets, checkpointer: Option<PipelineHandle>) -> Self {
+        Shared {
+            sent: Mutex::new(sent),
+            high: Mutex::new(BTreeMap::new()),
+            checkpointer,
+            revoked: AtomicBool::new(false),
+            drop_batch: AtomicBool::new(false),
+            reseek: Mutex::new(Offsets::new()),
+            event_time: Mutex::new(BTreeMap::new()),
+            assigned: Mutex::new(Vec::new()),
+            commits: AtomicU64::new(0),
+            commit_errors: AtomicU64::new(0),
+        }
+    }
+
     /// The event time every assigned partition has reached: silence and
     /// alert timers run on it, so the GPUs of a partition that lags
     /// (fetches come a partition at a time, and a restart resumes them one
@@ -143,6 +163,14 @@ impl ClientContext for Ctx {
 }
 
 impl ConsumerContext for Ctx {
+    fn commit_callback(&self, result: KafkaResult<()>, _: &TopicPartitionList) {
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "offset commit failed");
+            self.shared.commit_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.shared.commits.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(tpl) = rebalance else {
             if let Rebalance::Assign(tpl) = rebalance {
@@ -206,6 +234,37 @@ impl ConsumerContext for Ctx {
     }
 }
 
+/// How long a clean stop waits for the broker to confirm its last commit.
+const FINAL_COMMIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Commits `offsets` and waits up to `wait` for the broker's answer (a
+/// synchronous commit waits without a timeout, and a stop must not hang
+/// when the broker is gone). Whether the broker confirmed it.
+fn final_commit(
+    consumer: &BaseConsumer<Ctx>,
+    shared: &Shared,
+    offsets: &Offsets,
+    wait: Duration,
+) -> bool {
+    if offsets.is_empty() {
+        return true;
+    }
+    let before = shared.commits.load(Ordering::Relaxed);
+    let errors = shared.commit_errors.load(Ordering::Relaxed);
+    if let Err(e) = commit(consumer, offsets, CommitMode::Async) {
+        tracing::warn!(error = %e, "committing offsets at stop");
+        return false;
+    }
+    let t = Instant::now();
+    while shared.commits.load(Ordering::Relaxed) == before && t.elapsed() < wait {
+        // Serves the commit callback; a message it returns is not handed
+        // over (so not in the checkpoint) and is read again after a restart.
+        let _ = consumer.poll(Duration::from_millis(100));
+    }
+    shared.commits.load(Ordering::Relaxed) != before
+        && shared.commit_errors.load(Ordering::Relaxed) == errors
+}
+
 fn commit(consumer: &BaseConsumer<Ctx>, offsets: &Offsets, mode: CommitMode) -> anyhow::Result<()> {
     if offsets.is_empty() {
         return Ok(());
@@ -265,21 +324,13 @@ pub fn run(
     dead: &mut DeadLetters,
     pipeline: &mut Pipeline,
 ) -> anyhow::Result<u64> {
-    let shared = Arc::new(Shared {
-        sent: Mutex::new(
-            policy
-                .as_ref()
-                .map(|p| p.resume.clone())
-                .unwrap_or_default(),
-        ),
-        high: Mutex::new(BTreeMap::new()),
-        checkpointer: policy.as_ref().map(|_| pipeline.handle()),
-        revoked: AtomicBool::new(false),
-        drop_batch: AtomicBool::new(false),
-        reseek: Mutex::new(Offsets::new()),
-        event_time: Mutex::new(BTreeMap::new()),
-        assigned: Mutex::new(Vec::new()),
-    });
+    let shared = Arc::new(Shared::new(
+        policy
+            .as_ref()
+            .map(|p| p.resume.clone())
+            .unwrap_or_default(),
+        policy.as_ref().map(|_| pipeline.handle()),
+    ));
     let consumer: BaseConsumer<Ctx> = client_config(settings)
         .create_with_context(Ctx {
             shared: shared.clone(),
@@ -513,11 +564,20 @@ pub fn run(
     if let Some(cp) = &shared.checkpointer {
         let offsets = shared.sent.lock().map(|o| o.clone()).unwrap_or_default();
         let w = cp.checkpoint_now(offsets)?;
-        commit(&consumer, &w.offsets, CommitMode::Sync)?;
-        tracing::info!(
-            seq = w.seq,
-            "final checkpoint written and offsets committed"
-        );
+        if final_commit(&consumer, &shared, &w.offsets, FINAL_COMMIT_WAIT) {
+            tracing::info!(
+                seq = w.seq,
+                "final checkpoint written and offsets committed"
+            );
+        } else {
+            // The checkpoint holds the offsets and a restart seeks to
+            // them, so nothing is lost or read twice beyond re-sends.
+            tracing::warn!(
+                seq = w.seq,
+                wait_s = FINAL_COMMIT_WAIT.as_secs(),
+                "final checkpoint written; the broker did not confirm the offset commit in time (unreachable?): a restart resumes from the checkpoint"
+            );
+        }
     }
     dead.flush();
     Ok(total)
@@ -585,4 +645,41 @@ fn report_lag(shared: &Shared, state: &State, ready_lag: i64) {
         tracing::info!(lag = total, ready, "consumer lag");
     }
     state.set_ready(ready);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_with_no_broker_does_not_wait_for_its_commit() {
+        let shared = Arc::new(Shared::new(Offsets::new(), None));
+        // Nothing listens on the discard port.
+        let settings = KafkaSettings {
+            brokers: "127.0.0.1:9".into(),
+            topics: vec!["telemetry".into()],
+            group_id: "forewarn-test".into(),
+            options: BTreeMap::new(),
+            dead_letter_topic: None,
+            ready_lag: 0,
+        };
+        let consumer: BaseConsumer<Ctx> = client_config(&settings)
+            .create_with_context(Ctx {
+                shared: shared.clone(),
+            })
+            .expect("consumer");
+        let mut offsets = Offsets::new();
+        offsets.insert(("telemetry".into(), 0), 42);
+        let t = Instant::now();
+        let confirmed = final_commit(&consumer, &shared, &offsets, Duration::from_secs(1));
+        assert!(!confirmed, "no broker confirmed anything");
+        // Bounded by the wait (plus one poll), not by the broker.
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert!(final_commit(
+            &consumer,
+            &shared,
+            &Offsets::new(),
+            Duration::ZERO
+        ));
+    }
 }
