@@ -25,6 +25,7 @@ pub mod reload;
 pub mod risk_table;
 pub mod sources;
 pub mod state;
+pub mod stats;
 
 /// Runs one parsed command line.
 pub fn run_cli(cli: cli::Cli) -> anyhow::Result<()> {

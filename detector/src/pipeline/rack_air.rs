@@ -19,6 +19,8 @@ use alerts::{AlertEngine, AlertEvent, Labels, Observation, Reason, Scope, Severi
 use features::expected::rack::RackReading;
 use serde::{Deserialize, Serialize};
 
+use crate::stats::median;
+
 /// The alert kind.
 pub const KIND: &str = "rack_cooling";
 /// Excess (°C) at which the observed value is 0; it reaches the default
@@ -187,20 +189,6 @@ fn observe(engine: &mut AlertEngine, j: &Judged<'_>, out: &mut Vec<AlertEvent>) 
         reasons: &reasons,
         eta_hours: None,
     }));
-}
-
-/// The median of `xs` (reordered); `None` when empty.
-fn median(xs: &mut [f64]) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    xs.sort_unstable_by(f64::total_cmp);
-    let k = xs.len() / 2;
-    Some(if xs.len() % 2 == 1 {
-        xs[k]
-    } else {
-        0.5 * (xs[k - 1] + xs[k])
-    })
 }
 
 #[cfg(test)]

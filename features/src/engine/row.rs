@@ -347,9 +347,9 @@ impl Parts<'_> {
                 epoch: self.racks.epoch(),
             };
         }
-        let (shift, closed) =
-            self.racks
-                .push(st.rack.id, &mut st.air, &st.topo.model, ts, inp, self.cfg);
+        let (shift, closed) = self
+            .racks
+            .push(st.rack.id, &mut st.air, st.sku, ts, inp, self.cfg);
         if let Some(r) = closed {
             events.push(FeatureEvent::RackAir(r));
         }

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rls::Rls;
 use crate::config::FeatureConfig;
+use crate::peers::median_in_place;
 use crate::peers::slab::KeyedSlab;
 use crate::phase::PHASE_COUNT;
 
@@ -83,10 +84,9 @@ impl Default for AirBaseline {
     }
 }
 
-/// Smoothing weight for `dt_ms` at time constant `tau_ms`, averaging over
-/// the first [`AVERAGE_SAMPLES`] (`n` counts this sample).
-fn weight(dt_ms: i64, tau_ms: f64, n: u8) -> f64 {
-    let a = 1.0 - (-(dt_ms.max(0) as f64) / tau_ms).exp();
+/// Smoothing weight `a` (for the sample's interval), averaging over the
+/// first [`AVERAGE_SAMPLES`] (`n` counts this sample).
+fn weight(a: f64, n: u8) -> f64 {
     if n <= AVERAGE_SAMPLES {
         a.max(1.0 / f64::from(n.max(1)))
     } else {
@@ -94,26 +94,46 @@ fn weight(dt_ms: i64, tau_ms: f64, n: u8) -> f64 {
     }
 }
 
+/// The air and offset smoothing weights for the last interval seen (a fleet
+/// scraped at a fixed interval has one, so the `exp`s run once, not per
+/// sample).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Alphas {
+    dt_ms: i64,
+    air: f64,
+    offset: f64,
+}
+
+impl Alphas {
+    fn at(&mut self, dt_ms: i64) -> Self {
+        if dt_ms != self.dt_ms {
+            let dt = dt_ms.max(0) as f64;
+            *self = Alphas {
+                dt_ms,
+                air: 1.0 - (-dt / AIR_TAU_MS).exp(),
+                offset: 1.0 - (-dt / OFFSET_TAU_MS).exp(),
+            };
+        }
+        *self
+    }
+}
+
 impl AirBaseline {
     /// Shift of `temp` at smoothed power `power` in phase `phase` over the
     /// baseline (NaN until the phase's offset is ready), given the SKU's
-    /// slope `slope` (°C/W); then learns the sample with weight for `dt_ms`.
+    /// slope `slope` (°C/W); then learns the sample with `alphas`.
     fn shift_and_learn(
         &mut self,
         temp: f64,
         power: f64,
         slope: f64,
         phase: usize,
-        dt_ms: i64,
+        alphas: Alphas,
     ) -> f32 {
         let p = phase.min(PHASE_COUNT - 1);
         if self.total == 0 {
             // The first phase seen defines the air: its offset is 0.
             self.air = temp as f32;
-            self.power[p] = power as f32;
-            self.total = 1;
-            self.n[p] = 1;
-            return f32::NAN;
         }
         self.total = self.total.saturating_add(1);
         if self.n[p] == 0 {
@@ -148,10 +168,10 @@ impl AirBaseline {
         };
         // The air follows what this phase shows less its offset; the
         // offset and usual power learn what the air does not explain.
-        let a = weight(dt_ms, AIR_TAU_MS, self.total);
+        let a = weight(alphas.air, self.total);
         let air = air + a * (temp - off - along - air);
         self.air = air as f32;
-        let b = weight(dt_ms, OFFSET_TAU_MS, self.n[p]);
+        let b = weight(alphas.offset, self.n[p]);
         self.offset[p] = (off + b * (temp - air - along - off)) as f32;
         let pw = f64::from(self.power[p]);
         self.power[p] = (pw + b * (power - pw)) as f32;
@@ -226,8 +246,11 @@ struct RackAgg {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RackAir {
     racks: KeyedSlab<(Arc<str>, Option<Arc<str>>), RackAgg>,
-    models: KeyedSlab<Option<Arc<str>>, Rls>,
+    /// Indexed by the SKU's (stable) id in the shard's `ModelBank`.
+    models: Vec<Rls>,
     bucket_ms: i64,
+    #[serde(skip)]
+    alphas: Alphas,
 }
 
 impl Default for RackAir {
@@ -241,8 +264,9 @@ impl RackAir {
     pub fn new(bucket_ms: i64) -> Self {
         RackAir {
             racks: KeyedSlab::default(),
-            models: KeyedSlab::default(),
+            models: Vec::new(),
             bucket_ms: bucket_ms.max(1),
+            alphas: Alphas::default(),
         }
     }
 
@@ -263,14 +287,14 @@ impl RackAir {
             })
     }
 
-    /// Feeds one sample of a GPU in rack `id`: returns the GPU's air shift,
-    /// °C (NaN when unknown), and the reading of the bucket the sample
-    /// closed, if any.
+    /// Feeds one sample of a GPU in rack `id` whose SKU has id `sku` in the
+    /// shard's `ModelBank`: returns the GPU's air shift, °C (NaN when
+    /// unknown), and the reading of the bucket the sample closed, if any.
     pub fn push(
         &mut self,
         id: u32,
         air: &mut AirBaseline,
-        sku: &Option<Arc<str>>,
+        sku: u32,
         ts_ms: i64,
         inp: &RackInput,
         cfg: &FeatureConfig,
@@ -282,7 +306,8 @@ impl RackAir {
         let (t, pw) = (f64::from(inp.gpu_temp), f64::from(inp.power_ewma_w));
         let shift = if inp.settled && steady && slope.is_finite() && t.is_finite() && pw.is_finite()
         {
-            air.shift_and_learn(t, pw, slope, usize::from(inp.phase), inp.dt_ms)
+            let alphas = self.alphas.at(inp.dt_ms);
+            air.shift_and_learn(t, pw, slope, usize::from(inp.phase), alphas)
         } else {
             f32::NAN
         };
@@ -308,11 +333,15 @@ impl RackAir {
 
     /// The SKU's slope of temperature over power, °C/W (NaN until its
     /// regression is ready); trains it when `inp.learn`.
-    fn slope(&mut self, sku: &Option<Arc<str>>, inp: &RackInput, cfg: &FeatureConfig) -> f64 {
-        let m = self.models.resolve(sku, || Rls::new(2));
-        let Some(model) = self.models.get_mut(m) else {
+    fn slope(&mut self, sku: u32, inp: &RackInput, cfg: &FeatureConfig) -> f64 {
+        let i = sku as usize;
+        if sku == u32::MAX {
             return f64::NAN;
-        };
+        }
+        if self.models.len() <= i {
+            self.models.resize_with(i + 1, || Rls::new(2));
+        }
+        let model = &mut self.models[i];
         let p = f64::from(inp.power_ewma_w);
         let y = f64::from(inp.gpu_temp);
         if inp.learn && inp.settled && p.is_finite() && y.is_finite() {
@@ -341,20 +370,14 @@ impl RackAir {
                 .iter()
                 .map(|(_, r)| r.shifts.capacity() * 4 + r.hosts.capacity() * 4)
                 .sum::<usize>()
-            + self.models.table_heap_bytes()
+            + self.models.capacity() * std::mem::size_of::<Rls>()
     }
 }
 
 /// The reading of `r`'s open bucket (which has at least one shift).
 fn close(r: &mut RackAgg, bucket_ms: i64) -> RackReading {
     let samples = r.shifts.len() as u32;
-    r.shifts.sort_unstable_by(f32::total_cmp);
-    let k = r.shifts.len() / 2;
-    let shift_c = if r.shifts.len() % 2 == 1 {
-        r.shifts[k]
-    } else {
-        0.5 * (r.shifts[k - 1] + r.shifts[k])
-    };
+    let shift_c = median_in_place(&mut r.shifts);
     r.hosts.sort_unstable();
     r.hosts.dedup();
     RackReading {

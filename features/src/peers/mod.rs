@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use robust::median_in_place;
 pub use robust::{PEER_FEATURES, RobustStats, Z_CLAMP};
 use slab::KeyedSlab;
 

@@ -39,7 +39,7 @@ const MAD_TO_SIGMA: f32 = 1.4826;
 pub const Z_CLAMP: f32 = 100.0;
 
 /// The median of `xs` (reordered in place); NaN when empty.
-fn median_in_place(xs: &mut [f32]) -> f32 {
+pub(crate) fn median_in_place(xs: &mut [f32]) -> f32 {
     let n = xs.len();
     if n == 0 {
         return f32::NAN;

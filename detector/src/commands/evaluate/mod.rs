@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use crate::stats::median;
 use anyhow::Context;
 use clap::Args;
 use datasets::training::{self, Fates, Interner, Outcome};
@@ -196,19 +197,6 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
     println!("{report}");
     eprintln!("wrote {}", path.display());
     Ok(())
-}
-
-fn median(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 fn fmt_h(v: Option<f64>) -> String {

@@ -1,6 +1,21 @@
 use super::*;
 
-const SKU: &str = "H100";
+/// The SKU's id in the shard's `ModelBank`.
+const SKU: u32 = 0;
+
+/// A settled sample at steady `power` in training (`busy`) or idle.
+fn steady(gpu_temp: f32, power: f32, busy: bool, host: u32) -> RackInput {
+    RackInput {
+        gpu_temp,
+        power_ewma_w: power,
+        power_w: power,
+        phase: if busy { 2 } else { 0 },
+        settled: true,
+        learn: false,
+        dt_ms: 30_000,
+        host,
+    }
+}
 
 /// One rack of `hosts` × 4 GPUs whose loads change every 30 minutes (some
 /// idle, some training), for `minutes` from `from_min` at 30 s intervals;
@@ -14,7 +29,6 @@ fn run(
     air: impl Fn(i64) -> f32,
 ) -> Vec<RackReading> {
     let cfg = FeatureConfig::default();
-    let sku: Option<Arc<str>> = Some(SKU.into());
     let mut out = Vec::new();
     for m in from_min..from_min + minutes {
         for half in 0..2 {
@@ -24,17 +38,12 @@ fn run(
                 let power = if busy { 650.0 } else { 80.0 };
                 // Each GPU its own slot offset and thermal resistance.
                 let r_th = 0.066 + 0.001 * (g % 8) as f32;
+                let temp = air(m) + 0.5 * (g % 5) as f32 + 4.0 + r_th * power;
                 let inp = RackInput {
-                    gpu_temp: air(m) + 0.5 * (g % 5) as f32 + 4.0 + r_th * power,
-                    power_ewma_w: power,
-                    settled: true,
-                    phase: if busy { 2 } else { 0 },
-                    power_w: power,
                     learn: g % 2 == 0,
-                    dt_ms: 30_000,
-                    host: (g / 4) as u32,
+                    ..steady(temp, power, busy, (g / 4) as u32)
                 };
-                let (_, closed) = t.push(id, base, &sku, ts, &inp, &cfg);
+                let (_, closed) = t.push(id, base, SKU, ts, &inp, &cfg);
                 out.extend(closed);
             }
         }
@@ -74,25 +83,16 @@ fn a_few_hot_gpus_do_not_move_the_rack_and_small_buckets_give_no_reading() {
     run(&mut t, id, &mut gpus, 0, 120, |_| 22.0);
     // Three GPUs run 20 °C hot (their own fault): the median stays put.
     let cfg = FeatureConfig::default();
-    let sku: Option<Arc<str>> = Some(SKU.into());
     let mut readings = Vec::new();
     for m in 120..140 {
         for (g, base) in gpus.iter_mut().enumerate() {
+            let hot = if g < 3 { 20.0 } else { 0.0 };
+            let temp = 22.0 + 0.5 * (g % 5) as f32 + 4.0 + 0.07 * 650.0 + hot;
             let inp = RackInput {
-                gpu_temp: 22.0
-                    + 0.5 * (g % 5) as f32
-                    + 4.0
-                    + 0.07 * 650.0
-                    + if g < 3 { 20.0 } else { 0.0 },
-                power_ewma_w: 650.0,
-                power_w: 650.0,
-                phase: 2,
-                settled: true,
-                learn: false,
                 dt_ms: 60_000,
-                host: (g / 4) as u32,
+                ..steady(temp, 650.0, true, (g / 4) as u32)
             };
-            readings.extend(t.push(id, base, &sku, m * 60_000, &inp, &cfg).1);
+            readings.extend(t.push(id, base, SKU, m * 60_000, &inp, &cfg).1);
         }
     }
     assert!(
@@ -104,16 +104,10 @@ fn a_few_hot_gpus_do_not_move_the_rack_and_small_buckets_give_no_reading() {
     for m in 140..145 {
         for base in gpus.iter_mut().take(MIN_SAMPLES as usize - 1) {
             let inp = RackInput {
-                gpu_temp: 60.0,
-                power_ewma_w: 650.0,
-                power_w: 650.0,
-                phase: 2,
-                settled: true,
-                learn: false,
                 dt_ms: 60_000,
-                host: 0,
+                ..steady(60.0, 650.0, true, 0)
             };
-            few.extend(t.push(id, base, &sku, m * 60_000, &inp, &cfg).1);
+            few.extend(t.push(id, base, SKU, m * 60_000, &inp, &cfg).1);
         }
     }
     // The first of these closes bucket 139 (16 GPUs); none after.
@@ -124,7 +118,6 @@ fn a_few_hot_gpus_do_not_move_the_rack_and_small_buckets_give_no_reading() {
 #[test]
 fn a_phase_first_entered_in_hot_air_does_not_learn_the_heat() {
     let cfg = FeatureConfig::default();
-    let sku: Option<Arc<str>> = Some(SKU.into());
     let mut t = RackAir::new(60_000);
     let id = t.resolve(&"r0".into(), &None);
     // A fleet of mixed loads teaches the SKU's slope; one GPU only trains.
@@ -133,16 +126,10 @@ fn a_phase_first_entered_in_hot_air_does_not_learn_the_heat() {
     let push = |t: &mut RackAir, base: &mut AirBaseline, ts: i64, air: f32, busy: bool| {
         let power = if busy { 650.0 } else { 80.0 };
         let inp = RackInput {
-            gpu_temp: air + 4.0 + 0.07 * power,
-            power_ewma_w: power,
-            power_w: power,
-            phase: if busy { 2 } else { 0 },
-            settled: true,
             learn: true,
-            dt_ms: 30_000,
-            host: 0,
+            ..steady(air + 4.0 + 0.07 * power, power, busy, 0)
         };
-        t.push(id, base, &sku, ts, &inp, &cfg).0
+        t.push(id, base, SKU, ts, &inp, &cfg).0
     };
     for m in 0..180 {
         for half in 0..2 {
