@@ -6,6 +6,19 @@ use super::point_store::PointStore;
 use super::tree::{LEAF_BIT, NONE, Tree, is_leaf};
 
 impl Tree {
+    /// True if `box_owner` (when built) names, for every slot, the node
+    /// whose `box_slot` points back at it.
+    fn box_owners_agree(&self) -> bool {
+        let width = 2 * self.dims;
+        self.box_owner.is_empty()
+            || (self.box_owner.len() * width == self.boxes.len()
+                && self
+                    .box_owner
+                    .iter()
+                    .enumerate()
+                    .all(|(s, &n)| self.box_slot.get(usize::from(n)).copied() == Some(s as u16)))
+    }
+
     /// True if masses, cached boxes, cuts, free lists and the sampler agree.
     pub(crate) fn check_structure(&self, store: &PointStore) -> bool {
         let nodes = self.nodes.len();
@@ -13,7 +26,7 @@ impl Tree {
             && self.box_slot.len() == nodes
             && self.leaf_mass.len() == nodes + 1
             && self.boxes.len() % (2 * self.dims).max(1) == 0;
-        if !arrays_ok {
+        if !arrays_ok || !self.box_owners_agree() {
             return false;
         }
         let mut leaf_seen = vec![0u16; nodes + 1];

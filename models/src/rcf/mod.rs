@@ -10,7 +10,7 @@
 //! # Layout
 //! - `config.rs`: builder, defaults, `validate()`.
 //! - `forest.rs`: the forest; `shingle.rs`: rows to points, missing values.
-//! - `tree.rs`: compact tree, insert/delete; `boxes.rs`: box arithmetic; `traversal.rs`: descent, score
+//! - `tree.rs`: compact tree, insert/delete; `box_cache.rs`: cached boxes; `boxes.rs`: box arithmetic; `traversal.rs`: descent, score
 //!   formula; `climb.rs`: the climb that scores and plans insertion; `invariants.rs`: self-checks.
 //! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
 //! - `attribution.rs`: `DiVector`; `thresholded.rs`: forest + calibration.
@@ -19,6 +19,7 @@
 mod attribution;
 #[macro_use]
 mod boxes;
+mod box_cache;
 mod climb;
 mod config;
 mod error;

@@ -97,11 +97,16 @@ impl PointStore {
         if self.arena.len() + needed(self) > self.arena.capacity() {
             self.compact();
             let live = self.arena.len() + needed(self);
-            // Keep a quarter of headroom so compactions stay rare (each one
-            // sorts the live handles) without wasting much memory.
-            let want = live + (live / 4).max(64 * self.dims);
+            // Keep an eighth of headroom so compactions stay rare (each one
+            // is a pass over the live values) without wasting much memory,
+            // and give back capacity a past peak left (the arena would
+            // otherwise keep the largest size it ever had).
+            let headroom = (live / 8).max(64 * self.dims);
+            let want = live + headroom;
             if want > self.arena.capacity() {
                 self.arena.reserve_exact(want - self.arena.len());
+            } else if self.arena.capacity() > want + headroom {
+                self.arena.shrink_to(want);
             }
         }
         let start = match self.shared_start(point) {

@@ -222,3 +222,58 @@ fn depth_stats() {
         outside as f64 / n as f64
     );
 }
+
+/// Live cached boxes of every tree, and the slots their caches hold.
+fn box_counts(f: &Forest) -> Vec<(usize, usize)> {
+    f.groups_for_tests()
+        .iter()
+        .flat_map(|(_, trees)| trees.iter())
+        .map(|t| {
+            let live = t.box_slot.iter().filter(|&&s| s != tree::NO_BOX).count();
+            (live, t.boxes.len() / (2 * t.dims))
+        })
+        .collect()
+}
+
+#[test]
+fn box_slots_stay_dense_and_free_slots_of_old_snapshots_are_compacted() {
+    let mut f = forest(10, 64, 2, 4, 5);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+    let rows: Vec<Vec<f64>> = (0..4000).map(|t| row(&mut rng, t, 2)).collect();
+    for r in &rows[..2000] {
+        f.update(r).expect("dims match");
+    }
+    assert!(
+        box_counts(&f)
+            .iter()
+            .all(|&(live, slots)| live == slots && live > 0)
+    );
+
+    // An earlier version kept freed slots on a free list: rebuild tree 0 of
+    // the snapshot with an unused slot 0 in front of its boxes.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&f.to_json().expect("json")).expect("parse");
+    let t0 = &mut v["groups"][0]["trees"][0];
+    let boxes = t0["boxes"].as_array_mut().expect("boxes");
+    let width = 2 * 8;
+    for _ in 0..width {
+        boxes.insert(0, serde_json::json!(-7.0));
+    }
+    for s in t0["box_slot"].as_array_mut().expect("slots") {
+        if s.as_u64() != Some(u64::from(tree::NO_BOX)) {
+            *s = serde_json::json!(s.as_u64().expect("slot") + 1);
+        }
+    }
+    t0["free_boxes"] = serde_json::json!([0]);
+    let mut old = Forest::from_json(&v.to_string()).expect("a snapshot with free slots restores");
+    assert_eq!(box_counts(&old)[0].1, box_counts(&old)[0].0 + 1);
+    for r in &rows[2000..] {
+        assert_eq!(
+            old.score_and_update(r).expect("dims"),
+            f.score_and_update(r).expect("dims")
+        );
+    }
+    old.check_consistency()
+        .expect("consistent after compaction");
+    assert!(box_counts(&old).iter().all(|&(live, slots)| live == slots));
+}

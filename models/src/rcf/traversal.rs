@@ -64,26 +64,35 @@ impl Lanes {
             self.paths.clear();
             self.paths.resize(LANES * stride, 0);
         }
+        // Lanes without a tree, skipped or empty trees start on a leaf-like
+        // reference (`NONE` has `LEAF_BIT` set) and never move.
         let mut cur = [NONE; LANES];
+        let mut nodes: [&[super::tree::Node]; LANES] = [&[]; LANES];
         for (k, t) in trees.iter().enumerate() {
+            nodes[k] = &t.nodes[..];
             if want(k) {
                 cur[k] = t.root;
             }
         }
         let mut len = [0usize; LANES];
         let lanes = trees.len();
-        for k in 0..lanes {
-            let nodes = &trees[k].nodes[..];
-            let path = &mut self.paths[k * stride..(k + 1) * stride];
-            let mut n = cur[k];
-            let mut l = 0;
-            while n & LEAF_BIT == 0 {
-                path[l] = n;
-                l += 1;
-                n = nodes[usize::from(n)].next(p);
+        // All lanes step one level per round, so the node loads of different
+        // trees are in flight together (a descent is a chain of dependent
+        // loads over a working set larger than L2).
+        loop {
+            let mut moved = false;
+            for k in 0..LANES {
+                let n = cur[k];
+                if n & LEAF_BIT == 0 {
+                    self.paths[k * stride + len[k]] = n;
+                    len[k] += 1;
+                    cur[k] = nodes[k][usize::from(n)].next(p);
+                    moved = true;
+                }
             }
-            len[k] = l;
-            cur[k] = n;
+            if !moved {
+                break;
+            }
         }
         self.len = len;
         self.end[..lanes].copy_from_slice(&cur[..lanes]);

@@ -10,13 +10,13 @@
 //! allocation); a child reference with `LEAF_BIT` set names a leaf, whose
 //! coordinates live in the forest's shared `PointStore`. There are no parent
 //! pointers: every operation descends from the root and keeps the path. Bounding
-//! boxes are cached only for nodes of mass at least `box_min_mass`; smaller boxes
+//! boxes are cached only for nodes of mass at least `box_min_mass` (`box_cache.rs`); smaller boxes
 //! are recomputed from their (few) leaves on demand, which trades a little time
 //! for most of the memory a full cache would need.
 
 use serde::{Deserialize, Serialize};
 
-use super::boxes::{extend, extend_n, merge, merge_n};
+use super::boxes::extend;
 use super::point_store::PointStore;
 use super::sampler::Sampler;
 use crate::rng::Xoshiro256PlusPlus;
@@ -85,7 +85,13 @@ pub(crate) struct Tree {
     free_leaf: u32,
     /// Cached boxes: slot `s` holds `dims` minima then `dims` maxima.
     pub(super) boxes: Vec<f32>,
-    free_boxes: Vec<u16>,
+    /// Always empty now (slots are dense); snapshots of earlier versions may
+    /// list free slots here, which the first box change compacts.
+    #[serde(default)]
+    pub(super) free_boxes: Vec<u16>,
+    /// The node owning each slot (rebuilt from `box_slot` after a restore).
+    #[serde(skip)]
+    pub(super) box_owner: Vec<u16>,
     pub(super) sampler: Sampler,
     pub(super) rng: Xoshiro256PlusPlus,
     /// `log2(sample_size + 1)`, the score normaliser of a full tree (saves a
@@ -93,7 +99,7 @@ pub(crate) struct Tree {
     full_norm: f64,
     /// Scratch for recomputing a box (`dims` minima then maxima).
     #[serde(skip)]
-    tmp: Vec<f32>,
+    pub(super) tmp: Vec<f32>,
 }
 
 impl Tree {
@@ -133,6 +139,7 @@ impl Tree {
             free_leaf: 0,
             boxes: Vec::new(),
             free_boxes: Vec::new(),
+            box_owner: Vec::new(),
             sampler: Sampler::new(sample_size, time_decay),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             full_norm: (sample_size as f64 + 1.0).log2(),
@@ -178,72 +185,6 @@ impl Tree {
         }
     }
 
-    /// The cached box of internal node `n`, if any, as (minima, maxima).
-    #[inline]
-    pub(super) fn cached_box(&self, n: u16) -> Option<(&[f32], &[f32])> {
-        let slot = self.box_slot[n as usize];
-        if slot == NO_BOX {
-            return None;
-        }
-        let start = slot as usize * 2 * self.dims;
-        let (lo, hi) = self.boxes[start..start + 2 * self.dims].split_at(self.dims);
-        Some((lo, hi))
-    }
-
-    /// Grows (`bmin`, `bmax`) to cover the subtree at `r`: its cached boxes
-    /// and the points of its leaves that no cached box covers.
-    pub(super) fn union_box(&self, store: &PointStore, r: u16, bmin: &mut [f32], bmax: &mut [f32]) {
-        by_dims_any!(
-            self.dims,
-            union_box_n(self, store, r, bmin, bmax),
-            self.union_walk(store, r, bmin, bmax, extend, merge)
-        )
-    }
-
-    /// The walk of `union_box`, with the point and box unions passed in so
-    /// that the common dimensions get fully unrolled versions.
-    #[inline(always)]
-    fn union_walk(
-        &self,
-        store: &PointStore,
-        r: u16,
-        bmin: &mut [f32],
-        bmax: &mut [f32],
-        extend: impl Fn(&mut [f32], &mut [f32], &[f32]),
-        merge: impl Fn(&mut [f32], &mut [f32], &[f32], &[f32]),
-    ) {
-        // Explicit stack for the (small) uncached subtrees; deeper ones recurse.
-        let mut stack = [0u16; 16];
-        let mut sp = 0usize;
-        let mut cur = r;
-        loop {
-            if is_leaf(cur) {
-                extend(
-                    bmin,
-                    bmax,
-                    store.get(self.leaf_point[(cur & !LEAF_BIT) as usize]),
-                );
-            } else if let Some((lo, hi)) = self.cached_box(cur) {
-                merge(bmin, bmax, lo, hi);
-            } else {
-                let node = &self.nodes[cur as usize];
-                if sp < stack.len() {
-                    stack[sp] = node.right;
-                    sp += 1;
-                } else {
-                    self.union_box(store, node.right, bmin, bmax);
-                }
-                cur = node.left;
-                continue;
-            }
-            if sp == 0 {
-                break;
-            }
-            sp -= 1;
-            cur = stack[sp];
-        }
-    }
-
     fn alloc_node(&mut self) -> u16 {
         let n = self.free_node;
         debug_assert!(n != NONE, "node arena exhausted");
@@ -273,50 +214,6 @@ impl Tree {
         self.leaf_point[l as usize] = self.free_leaf;
         self.leaf_mass[l as usize] = 0;
         self.free_leaf = u32::from(l);
-    }
-
-    /// Gives node `n` a cached box computed from its children.
-    fn build_box(&mut self, store: &PointStore, n: u16) {
-        let dims = self.dims;
-        let slot = match self.free_boxes.pop() {
-            Some(s) => s,
-            None => {
-                if self.boxes.len() == self.boxes.capacity() {
-                    // Grow in small steps: box memory is the knob this cache
-                    // exists to control.
-                    self.boxes.reserve_exact(2 * 2 * dims);
-                }
-                let s = self.boxes.len() / (2 * dims);
-                self.boxes.resize(self.boxes.len() + 2 * dims, 0.0);
-                s as u16
-            }
-        };
-        self.box_slot[n as usize] = slot;
-        self.refresh_box(store, n);
-    }
-
-    /// Recomputes the cached box of node `n` from its children.
-    fn refresh_box(&mut self, store: &PointStore, n: u16) {
-        let dims = self.dims;
-        let mut tmp = std::mem::take(&mut self.tmp);
-        tmp.clear();
-        tmp.resize(dims, f32::INFINITY);
-        tmp.resize(2 * dims, f32::NEG_INFINITY);
-        let i = n as usize;
-        let (bmin, bmax) = tmp.split_at_mut(dims);
-        self.union_box(store, self.nodes[i].left, bmin, bmax);
-        self.union_box(store, self.nodes[i].right, bmin, bmax);
-        let start = self.box_slot[i] as usize * 2 * dims;
-        self.boxes[start..start + 2 * dims].copy_from_slice(&tmp);
-        self.tmp = tmp;
-    }
-
-    fn drop_box(&mut self, n: u16) {
-        let slot = self.box_slot[n as usize];
-        if slot != NO_BOX {
-            self.free_boxes.push(slot);
-            self.box_slot[n as usize] = NO_BOX;
-        }
     }
 
     fn replace_child(&mut self, parent: u16, old: u16, new: u16) {
@@ -484,6 +381,7 @@ impl Tree {
             + self.leaf_mass.capacity() * 2
             + self.boxes.capacity() * 4
             + self.free_boxes.capacity() * 2
+            + self.box_owner.capacity() * 2
             + self.tmp.capacity() * 4
             + self.sampler.heap_bytes()
     }
@@ -504,14 +402,4 @@ impl Tree {
             self.visit_leaves(self.nodes[r as usize].right, f);
         }
     }
-}
-
-fn union_box_n<const N: usize>(
-    tree: &Tree,
-    store: &PointStore,
-    r: u16,
-    bmin: &mut [f32],
-    bmax: &mut [f32],
-) {
-    tree.union_walk(store, r, bmin, bmax, extend_n::<N>, merge_n::<N>);
 }
