@@ -19,6 +19,8 @@ use super::traversal::{Climb, LANES, Lanes, Plan, Scratch};
 use super::tree::Tree;
 use crate::rng::SplitMix64;
 
+mod batch;
+
 thread_local! {
     /// Walk buffers for the read-only `score` and `attribution`, which cannot
     /// use the forest's own (they take `&self`).
@@ -44,16 +46,22 @@ struct Step {
 }
 
 impl Group {
-    /// Scores `p` in each tree (reported through `sink` in tree order) and
-    /// offers it to the trees' samplers.
+    /// Scores `p` in each tree and offers it to the trees' samplers. Each
+    /// scored tree reports through `sink`, in tree order, its score and (with
+    /// `want_attr`) its `2 * dims` attribution terms, so that callers sum them
+    /// in one fixed order however the trees are grouped.
     fn process(
         &mut self,
         p: &[f32],
         step: Step,
         s: &mut Scratch,
-        mut attr: Option<&mut [f64]>,
-        sink: &mut impl FnMut(f64),
+        want_attr: bool,
+        sink: &mut impl FnMut(f64, &[f64]),
     ) {
+        let want_attr = want_attr && step.score;
+        let mut terms = std::mem::take(&mut s.terms);
+        terms.clear();
+        terms.resize(if want_attr { 2 * p.len() } else { 0 }, 0.0);
         let mut handle = None;
         let n = self.trees.len();
         for start in (0..n).step_by(LANES) {
@@ -72,23 +80,23 @@ impl Group {
             for (k, tree) in trees.iter_mut().enumerate() {
                 let leaf = s.lanes.leaf(k);
                 let path = s.lanes.path(k);
+                let a = want_attr.then(|| {
+                    terms.fill(0.0);
+                    &mut terms[..]
+                });
                 let Some(acc) = accs[k] else {
                     if step.score {
-                        let a = attr.as_deref_mut();
-                        sink(
-                            tree.climb(&self.store, p, leaf, path, &mut s.climb, a, None)
-                                .0,
-                        );
+                        let score = tree.climb(&self.store, p, leaf, path, &mut s.climb, a, None);
+                        sink(score.0, &terms);
                     }
                     continue;
                 };
                 let mut rng = tree.rng.clone();
-                let a = attr.as_deref_mut();
                 let (score, plan) =
                     tree.climb(&self.store, p, leaf, path, &mut s.climb, a, Some(&mut rng));
                 tree.rng = rng;
                 if step.score {
-                    sink(score);
+                    sink(score, &terms);
                 }
                 let h = *handle.get_or_insert_with(|| self.store.add(p));
                 let leaf = match plan {
@@ -122,6 +130,7 @@ impl Group {
         if let Some(h) = handle {
             self.store.release_if_unused(h);
         }
+        s.terms = terms;
     }
 
     /// Adds the trees' scores of `p` to `total` (in tree order) without learning.
@@ -344,9 +353,15 @@ impl Forest {
         let mut total = 0.0;
         let mut attr = if step.score { attr } else { None };
         if step.insert || step.score {
-            let mut sink = |x: f64| total += x;
+            let want_attr = attr.is_some();
+            let mut sink = |x: f64, terms: &[f64]| {
+                total += x;
+                if let Some(a) = attr.as_deref_mut() {
+                    a.iter_mut().zip(terms).for_each(|(a, t)| *a += t);
+                }
+            };
             for g in &mut self.groups {
-                g.process(&point, step, &mut s, attr.as_deref_mut(), &mut sink);
+                g.process(&point, step, &mut s, want_attr, &mut sink);
             }
         }
         if step.insert {
@@ -360,78 +375,6 @@ impl Forest {
         } else {
             0.0
         })
-    }
-
-    /// Scores then learns each row in order, like repeated `score_and_update`
-    /// (and with identical results), running tree groups on `threads` threads.
-    pub fn process_batch<R: AsRef<[f64]>>(&mut self, rows: &[R]) -> Result<Vec<f64>, RcfError> {
-        for r in rows {
-            self.check(r.as_ref())?;
-        }
-        let dims = self.config.dimensions();
-        let mut points = Vec::with_capacity(rows.len() * dims);
-        let mut steps = Vec::with_capacity(rows.len());
-        let mut point = Vec::with_capacity(dims);
-        for r in rows {
-            let cand = self.shingle.candidate(r.as_ref(), &mut point);
-            let step = Step {
-                t: self.stored,
-                insert: cand.complete && !cand.poisoned,
-                score: cand.complete && self.is_ready(),
-            };
-            self.stored += u64::from(step.insert);
-            self.shingle.push(r.as_ref(), &point);
-            points.extend_from_slice(&point);
-            steps.push(step);
-        }
-        let run = |g: &mut Group| -> Vec<f64> {
-            let mut s = Scratch::new(dims);
-            let mut out = Vec::with_capacity(steps.len() * g.trees.len());
-            for (i, step) in steps.iter().enumerate() {
-                if step.insert || step.score {
-                    g.process(
-                        &points[i * dims..(i + 1) * dims],
-                        *step,
-                        &mut s,
-                        None,
-                        &mut |x| out.push(x),
-                    );
-                }
-            }
-            out
-        };
-        let per_group: Vec<Vec<f64>> = if self.groups.len() > 1 {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = self
-                    .groups
-                    .iter_mut()
-                    .map(|g| scope.spawn(|| run(g)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("a forest worker panicked"))
-                    .collect()
-            })
-        } else {
-            self.groups.iter_mut().map(run).collect()
-        };
-        let mut cursors = vec![0usize; per_group.len()];
-        let mut scores = Vec::with_capacity(steps.len());
-        for step in &steps {
-            if !step.score {
-                scores.push(0.0);
-                continue;
-            }
-            let mut total = 0.0;
-            for (gi, g) in self.groups.iter().enumerate() {
-                for x in &per_group[gi][cursors[gi]..cursors[gi] + g.trees.len()] {
-                    total += x;
-                }
-                cursors[gi] += g.trees.len();
-            }
-            scores.push(self.finish(total, None));
-        }
-        Ok(scores)
     }
 
     /// Bytes allocated on the heap (by capacity) for the forest's state.

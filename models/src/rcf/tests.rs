@@ -277,3 +277,50 @@ fn box_slots_stay_dense_and_free_slots_of_old_snapshots_are_compacted() {
         .expect("consistent after compaction");
     assert!(box_counts(&old).iter().all(|&(live, slots)| live == slots));
 }
+
+#[test]
+fn batches_on_two_threads_equal_row_by_row_on_one() {
+    let build = |threads| {
+        Forest::builder()
+            .trees(13)
+            .sample_size(64)
+            .input_dimensions(3)
+            .shingle_size(2)
+            .threads(threads)
+            .seed(21)
+            .build()
+            .expect("valid")
+    };
+    let calibration = crate::calibration::ThresholderConfig {
+        false_positive_rate: 0.01,
+        window: 256,
+        warmup: 32,
+        min_score: 0.0,
+    };
+    let mut one = ThresholdedForest::new(build(1), calibration.clone()).expect("valid");
+    let mut two = ThresholdedForest::new(build(2), calibration).expect("valid");
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+    let rows: Vec<Vec<f64>> = (0..1500)
+        .map(|t| {
+            let mut r = row(&mut rng, t, 3);
+            if t % 97 == 5 {
+                r[1] = f64::NAN; // missing: carried forward, not learnt
+            }
+            if t % 211 == 7 {
+                r[0] += 40.0;
+            }
+            r
+        })
+        .collect();
+    let expected: Vec<Verdict> = rows.iter().map(|r| one.process(r).expect("dims")).collect();
+    let mut got = Vec::new();
+    for chunk in rows.chunks(300) {
+        got.extend(two.process_batch(chunk).expect("dims"));
+    }
+    assert_eq!(got, expected);
+    assert!(
+        expected.iter().any(|v| v.is_anomaly),
+        "the test should flag something"
+    );
+    assert_eq!(two.forest().points_seen(), one.forest().points_seen());
+}

@@ -70,11 +70,28 @@ impl ThresholdedForest {
     /// Scores, grades and explains `row`, then learns from it.
     pub fn process(&mut self, row: &[f64]) -> Result<Verdict, RcfError> {
         let attribution = self.forest.attribute_and_update(row)?;
+        let seen = self.forest.points_seen();
+        Ok(self.verdict(attribution, seen))
+    }
+
+    /// `process` for each row in order (identical verdicts), with the
+    /// forest's tree groups on its `threads` threads.
+    pub fn process_batch<R: AsRef<[f64]>>(&mut self, rows: &[R]) -> Result<Vec<Verdict>, RcfError> {
+        let rows = self.forest.attribute_and_update_batch(rows)?;
+        Ok(rows
+            .into_iter()
+            .map(|(attribution, seen)| self.verdict(attribution, seen))
+            .collect())
+    }
+
+    /// Grades a row's attribution; `seen` is the forest's `points_seen`
+    /// right after the row.
+    fn verdict(&mut self, attribution: DiVector, seen: u64) -> Verdict {
         let score = attribution.total();
         let attribution = attribution.per_metric(self.forest.config().input_dimensions);
         // Scores run high while the samplers are still filling; calibrating on
         // them would set the threshold too high for the rest of the window.
-        let mature = self.forest.points_seen() > self.forest.config().sample_size as u64;
+        let mature = seen > self.forest.config().sample_size as u64;
         let grade = if mature && score > 0.0 {
             self.thresholder.process(score)
         } else {
@@ -84,13 +101,13 @@ impl ThresholdedForest {
                 threshold: 0.0,
             }
         };
-        Ok(Verdict {
+        Verdict {
             score,
             grade: grade.grade,
             is_anomaly: grade.is_anomaly,
             threshold: grade.threshold,
             attribution,
-        })
+        }
     }
 
     pub fn heap_bytes(&self) -> usize {

@@ -107,6 +107,8 @@ pub(crate) struct Scratch {
     pub(super) path: Vec<u16>,
     pub(super) climb: Climb,
     pub(super) q: Vec<f32>,
+    /// One tree's attribution terms as reported by `Group::process`.
+    pub(super) terms: Vec<f64>,
 }
 
 /// Buffers of one climb.
@@ -135,6 +137,7 @@ impl Scratch {
                 attr: Vec::with_capacity(2 * dims),
             },
             q: Vec::with_capacity(dims),
+            terms: Vec::with_capacity(2 * dims),
         }
     }
 }
