@@ -3,9 +3,10 @@
 //!
 //! Trees are split into groups that each own a `PointStore`; with the default
 //! single group every accepted point is stored once for the whole forest.
-//! `threads > 1` gives one group per thread so `process_batch` can run groups
-//! in parallel; results are identical for any thread count because each tree
-//! has its own generator and per-tree scores are summed in tree order.
+//! `threads > 1` gives one group per thread so the batch calls
+//! (`forest/batch.rs`) can run groups in parallel; results are identical for
+//! any thread count because each tree has its own generator and per-tree
+//! scores and attribution terms are summed in tree order.
 
 use serde::{Deserialize, Serialize};
 

@@ -9,9 +9,11 @@
 //!
 //! # Layout
 //! - `config.rs`: builder, defaults, `validate()`.
-//! - `forest.rs`: the forest; `shingle.rs`: rows to points, missing values.
-//! - `tree.rs`: compact tree, insert/delete; `box_cache.rs`: cached boxes; `boxes.rs`: box arithmetic; `traversal.rs`: descent, score
-//!   formula; `climb.rs`: the climb that scores and plans insertion; `invariants.rs`: self-checks.
+//! - `forest.rs`: the forest; `forest/batch.rs`: batches over parallel tree groups;
+//!   `shingle.rs`: rows to points, missing values.
+//! - `tree.rs`: compact tree, insert/delete; `box_cache.rs`: cached boxes;
+//!   `boxes.rs`: box arithmetic; `traversal.rs`: lockstep descent, score formula;
+//!   `climb.rs`: the climb that scores and plans insertion; `invariants.rs`: self-checks.
 //! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
 //! - `attribution.rs`: `DiVector`; `thresholded.rs`: forest + calibration.
 //! - `error.rs`: `RcfError`.

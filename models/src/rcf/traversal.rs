@@ -1,6 +1,6 @@
 //! The root-to-leaf-and-back walk that scores a point in one tree and, in the
 //! same pass, chooses where the point would be inserted. `LANES` trees are
-//! descended one after the other (`Lanes`), then climbed tree by tree.
+//! descended in lockstep (`Lanes`), then climbed tree by tree.
 //!
 //! Score (Guha et al. 2016, as normalised by AWS's random-cut-forest library):
 //! descend to the leaf the point falls into, then climb back. At the leaf the
@@ -21,11 +21,10 @@
 use super::tree::{LEAF_BIT, NONE, Tree};
 use crate::rng::Xoshiro256PlusPlus;
 
-/// Trees descended per batch. The descents used to run in lockstep to keep
-/// several loads in flight; the lockstep bookkeeping cost ~40% more
-/// instructions per score than it saved (callgrind, BENCHMARKS.md), so each
-/// tree now descends in a tight loop and out-of-order execution overlaps
-/// neighbouring trees' descents on its own.
+/// Trees descended per batch, one level each per round so that their node
+/// loads are in flight together. This costs ~4 % more instructions than one
+/// tight loop per tree and saves 14–17 % of the time (BENCHMARKS.md, forest
+/// round 4; an earlier lockstep was judged on instruction counts alone).
 pub(super) const LANES: usize = 8;
 
 /// Paths of up to `LANES` trees descended in one batch.
