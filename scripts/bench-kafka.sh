@@ -82,5 +82,5 @@ wait $REPLAY || true
 tail -1 "$W/replay.log"
 secs=$(echo "$end - $start" | bc -l)
 echo "consumed $TOTAL samples in ${secs}s: $(echo "$TOTAL / $secs" | bc) samples/s; max lag seen $maxlag messages"
-curl -sf "127.0.0.1:$API/metrics" | grep -E "forewarn_broker_to_decision_seconds_(bucket|count)"
+curl -sf "127.0.0.1:$API/metrics" | grep -E "forewarn_broker_to_decision_seconds_(bucket|count)|^forewarn_source_pauses_total"
 ps -o rss=,cputime= -p $SVC | awk '{print "serve RSS " $1/1024 " MB, CPU " $2}'

@@ -26,6 +26,7 @@ pub const DECISION_LATENCY: &str = "forewarn_broker_to_decision_seconds";
 pub const CHECKPOINTS: &str = "forewarn_checkpoints_total";
 pub const CHECKPOINT_BYTES: &str = "forewarn_checkpoint_bytes";
 pub const CHECKPOINT_SECONDS: &str = "forewarn_checkpoint_write_seconds";
+pub const SOURCE_PAUSES: &str = "forewarn_source_pauses_total";
 
 /// Upper bounds (seconds) of the latency histograms: 0.5 ms to 10 s.
 const BUCKETS: [f64; 14] = [
@@ -90,6 +91,8 @@ pub struct Metrics {
     pub gpus: AtomicU64,
     decode_errors: Mutex<BTreeMap<&'static str, u64>>,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
+    /// Partition pauses by the Kafka source, by reason.
+    pauses: Mutex<BTreeMap<&'static str, u64>>,
     alert_events: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     lag: Mutex<BTreeMap<String, i64>>,
     pub shard_latency: Histogram,
@@ -113,6 +116,11 @@ impl Metrics {
 
     pub fn rejected(&self, reason: &'static str) {
         bump(&self.rejected, reason, 1);
+    }
+
+    /// The Kafka source paused partitions (`reason`: why).
+    pub fn paused(&self, reason: &'static str) {
+        bump(&self.pauses, reason, 1);
     }
 
     pub fn decode_errors_total(&self) -> u64 {
@@ -174,6 +182,11 @@ impl Metrics {
                 REJECTED,
                 "Samples rejected by the feature stage, by reason.",
                 &self.rejected,
+            ),
+            (
+                SOURCE_PAUSES,
+                "Times the Kafka source paused its partitions, by reason (a pause drops librdkafka's prefetched messages, which are fetched again on resume).",
+                &self.pauses,
             ),
         ] {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");

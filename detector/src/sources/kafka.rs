@@ -8,9 +8,11 @@
 //!   each partition resumes at the checkpoint's offset (a seek when the
 //!   group's committed offset differs), so after `kill -9` the service
 //!   replays exactly what its state has not seen.
-//! - Backpressure: when the pipeline's queues are full the assigned
-//!   partitions are paused (the consumer keeps polling, so the group
-//!   session stays alive) and resumed when there is room.
+//! - Backpressure: while the pipeline's queues are full the source stops
+//!   polling, so librdkafka's bounded prefetch queue fills and its fetcher
+//!   stops; only when they stay full for [`PAUSE_AFTER`] are the assigned
+//!   partitions paused (the consumer keeps polling, so the group is
+//!   served) and resumed when there is room.
 //! - Rebalance: before partitions are revoked, a checkpoint of everything
 //!   handed over is taken and its offsets committed (asynchronously: a
 //!   synchronous commit has no timeout); the batch in hand is dropped and
@@ -38,6 +40,8 @@ use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, ThreadedProducer};
 use rdkafka::statistics::Statistics;
 use rdkafka::{Offset, TopicPartitionList};
+
+use super::pacing::{MAX_AHEAD_MS, Pacer};
 
 use super::{BATCH, DeadLetters};
 use crate::checkpoint::Offsets;
@@ -86,11 +90,14 @@ struct Shared {
     commit_errors: AtomicU64,
 }
 
-/// A partition this far (event time) ahead of the horizon is paused until
-/// the others catch up: after a restart with a backlog, fetches come a
-/// partition at a time, and one partition running hours ahead would leave
-/// the others' GPUs judged late.
-const MAX_AHEAD_MS: i64 = 10 * 60_000;
+/// The pipeline must stay full this long before the source pauses its
+/// partitions. A pause drops librdkafka's prefetched messages, which are
+/// fetched again on resume: pausing at every short stall made a broker
+/// whose fetch cost grows with the backlog (tansu 0.6) fall further behind
+/// after each one (BENCHMARKS.md, issue 7). Shorter stalls are waited out
+/// without polling; the session stays alive (librdkafka heartbeats on its
+/// own thread) and the group's `max.poll.interval.ms` (5 min) is far off.
+const PAUSE_AFTER: Duration = Duration::from_secs(5);
 
 /// A caught-up partition with no message for this long no longer holds
 /// event time back (an idle partition must not stop the clock).
@@ -378,18 +385,30 @@ pub fn run(
     let mut last_ckpt = Instant::now();
     let mut last_lag = Instant::now();
     let mut last_pace = Instant::now();
-    let mut ahead: std::collections::BTreeSet<(String, i32)> = Default::default();
+    let mut ahead = Pacer::default();
     let mut total = 0u64;
     // Something was handed over since the last checkpoint.
     let mut dirty = false;
     let every = policy.as_ref().map(|p| p.every);
 
+    let mut full_since: Option<Instant> = None;
+
     while !stop.load(Ordering::Relaxed) {
         let full = pipeline.is_full();
+        if !full {
+            full_since = None;
+        } else if !paused && full_since.get_or_insert_with(Instant::now).elapsed() < PAUSE_AFTER {
+            // A short stall (a checkpoint, a Parquet roll, a slow batch):
+            // wait without polling. librdkafka keeps its prefetched
+            // messages, and its bounded queue stops the fetcher when full.
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
         if full != paused || shared.revoked.swap(false, Ordering::Relaxed) {
             let assignment = consumer.assignment().context("reading the assignment")?;
             if full {
                 consumer.pause(&assignment).context("pausing partitions")?;
+                state.metrics.paused("backpressure");
             } else {
                 consumer
                     .resume(&assignment)
@@ -546,7 +565,7 @@ pub fn run(
         }
         if last_pace.elapsed() >= Duration::from_millis(200) {
             last_pace = Instant::now();
-            pace(&consumer, &shared, &mut ahead);
+            pace(&consumer, &shared, state, &mut ahead);
         }
         if last_lag.elapsed() >= Duration::from_secs(1) {
             last_lag = Instant::now();
@@ -583,28 +602,19 @@ pub fn run(
     Ok(total)
 }
 
-/// Pauses partitions more than [`MAX_AHEAD_MS`] ahead of the horizon and
-/// resumes them once the others are within half of that.
-fn pace(
-    consumer: &BaseConsumer<Ctx>,
-    shared: &Shared,
-    ahead: &mut std::collections::BTreeSet<(String, i32)>,
-) {
+/// Pauses partitions more than [`MAX_AHEAD_MS`] ahead of the horizon for
+/// [`pacing::AHEAD_GRACE`] and resumes them once the others are within half of that.
+fn pace(consumer: &BaseConsumer<Ctx>, shared: &Shared, state: &State, ahead: &mut Pacer) {
     let horizon = shared.horizon().filter(|h| *h != i64::MIN);
     let times: Vec<((String, i32), i64)> = match shared.event_time.lock() {
         Ok(et) => et.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
         Err(_) => return,
     };
+    let now = Instant::now();
     for (k, t) in times {
         let far = horizon.is_some_and(|h| t > h + MAX_AHEAD_MS);
         let near = horizon.is_none_or(|h| t <= h + MAX_AHEAD_MS / 2);
-        let change = if far && !ahead.contains(&k) {
-            Some(true)
-        } else if near && ahead.contains(&k) {
-            Some(false)
-        } else {
-            None
-        };
+        let change = ahead.decide(&k, far, near, now);
         let Some(pause) = change else { continue };
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition(&k.0, k.1);
@@ -615,10 +625,11 @@ fn pace(
         };
         match r {
             Ok(()) if pause => {
-                ahead.insert(k);
+                state.metrics.paused("ahead");
+                ahead.paused.insert(k);
             }
             Ok(()) => {
-                ahead.remove(&k);
+                ahead.paused.remove(&k);
             }
             Err(e) => tracing::warn!(error = %e, "pacing a partition"),
         }

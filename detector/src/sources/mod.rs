@@ -5,6 +5,7 @@
 
 pub mod file;
 pub mod kafka;
+mod pacing;
 pub mod simulator;
 
 use std::io::Write;
