@@ -60,7 +60,7 @@ if [ -n "${FETCH_OPTIONS:-}" ]; then printf '[source.options]\n%s\n' "$FETCH_OPT
 (cd "$W" && FOREWARN_LOG=warn exec "$F" serve --config forewarn.toml 2>"$W/serve.log") & SVC=$!
 until curl -sf "127.0.0.1:$API/healthz" >/dev/null; do sleep 0.2; done
 start=$(date +%s.%N)
-"$F" replay --input "$W/sim/telemetry.jsonl" --brokers "127.0.0.1:$PORT" --speed "$SPEED" --group "$GROUP" ${REPLAY_OPTIONS:-} >"$W/replay.log" 2>&1 &
+/usr/bin/time -f "replay CPU user %U s, sys %S s" "$F" replay --input "$W/sim/telemetry.jsonl" --brokers "127.0.0.1:$PORT" --speed "$SPEED" --group "$GROUP" ${REPLAY_OPTIONS:-} >"$W/replay.log" 2>&1 &
 REPLAY=$!
 maxlag=0; last=0; stalled=0
 while :; do
@@ -79,8 +79,9 @@ while :; do
 done
 end=$(date +%s.%N)
 wait $REPLAY || true
-tail -1 "$W/replay.log"
+tail -2 "$W/replay.log"
 secs=$(echo "$end - $start" | bc -l)
 echo "consumed $TOTAL samples in ${secs}s: $(echo "$TOTAL / $secs" | bc) samples/s; max lag seen $maxlag messages"
 curl -sf "127.0.0.1:$API/metrics" | grep -E "forewarn_broker_to_decision_seconds_(bucket|count)|^forewarn_source_pauses_total"
 ps -o rss=,cputime= -p $SVC | awk '{print "serve RSS " $1/1024 " MB, CPU " $2}'
+[ -f "$B/tansu.pid" ] && ps -o cputime= -p "$(cat "$B/tansu.pid")" | awk '{print "tansu CPU " $1}' || true
