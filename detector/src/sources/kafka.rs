@@ -298,13 +298,16 @@ pub fn client_config(s: &KafkaSettings) -> ClientConfig {
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "2000")
         .set("enable.partition.eof", "false")
-        // A fetch waits at most 100 ms for data (librdkafka's default is
+        // A fetch waits at most 50 ms for data (librdkafka's default is
         // 500). Telemetry is a steady stream, so this costs a broker at most
-        // ten empty fetches a second, and it bounds how long a sample sits
-        // in the broker; tansu 0.6 also sleeps half this wait on *every*
-        // fetch, full or not, so the default capped it near 5 MB per 250 ms
-        // (~11 K samples/s measured; BENCHMARKS.md, issue 7).
-        .set("fetch.wait.max.ms", "100")
+        // twenty empty fetches a second, and it bounds how long a sample
+        // sits in the broker. tansu 0.6 sleeps out the wait on *every*
+        // fetch, full or not, and answers with what it found before the
+        // sleep: the default capped it near 5 MB per 250 ms (~11 K
+        // samples/s), and 100 ms kept most samples 0.5-1 s from broker to
+        // decision where 50 ms keeps every sampled batch under 0.5 s
+        // (BENCHMARKS.md, issue 7).
+        .set("fetch.wait.max.ms", "50")
         // The group leader re-checks partition counts this often and
         // rebalances when they change (a topic unknown at join time would
         // otherwise stay unassigned for librdkafka's 5 min default).
