@@ -8,6 +8,7 @@
 
 use std::io::{BufWriter, Write};
 
+use features::time::format_rfc3339_s;
 use models::rng::Xoshiro256PlusPlus;
 
 fn main() -> std::io::Result<()> {
@@ -28,16 +29,7 @@ fn main() -> std::io::Result<()> {
     // 2026-01-01T00:00:00Z
     const START: i64 = 1_767_225_600;
     for t in 0..rows {
-        let s = START + t as i64;
-        let (days, secs) = (s.div_euclid(86_400), s.rem_euclid(86_400));
-        let (y, m, d) = civil_from_days(days);
-        write!(
-            out,
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-            secs / 3600,
-            secs / 60 % 60,
-            secs % 60
-        )?;
+        write!(out, "{}", format_rfc3339_s((START + t as i64) * 1000))?;
         for j in 0..metrics {
             let period = 60.0 + 37.0 * j as f64;
             let mut v = 10.0 * (t as f64 / period).sin() + rng.next_gaussian();
@@ -49,19 +41,4 @@ fn main() -> std::io::Result<()> {
         writeln!(out)?;
     }
     out.flush()
-}
-
-/// Year, month, day of a day count since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days` algorithm).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }

@@ -42,7 +42,6 @@ use rdkafka::statistics::Statistics;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::pacing::{MAX_AHEAD_MS, Pacer};
-
 use super::{BATCH, DeadLetters};
 use crate::checkpoint::Offsets;
 use crate::pipeline::{Pipeline, PipelineHandle};
@@ -393,7 +392,7 @@ pub fn run(
     // Something was handed over since the last checkpoint.
     let mut dirty = false;
     let every = policy.as_ref().map(|p| p.every);
-
+    // Since when the pipeline's queues have been full (not yet paused).
     let mut full_since: Option<Instant> = None;
 
     while !stop.load(Ordering::Relaxed) {
@@ -606,7 +605,7 @@ pub fn run(
 }
 
 /// Pauses partitions more than [`MAX_AHEAD_MS`] ahead of the horizon for
-/// [`pacing::AHEAD_GRACE`] and resumes them once the others are within half of that.
+/// [`super::pacing::AHEAD_GRACE`] and resumes them once the others are within half of that.
 fn pace(consumer: &BaseConsumer<Ctx>, shared: &Shared, state: &State, ahead: &mut Pacer) {
     let horizon = shared.horizon().filter(|h| *h != i64::MIN);
     let times: Vec<((String, i32), i64)> = match shared.event_time.lock() {
