@@ -11,7 +11,8 @@
 //! of the bottom levels grow by a plain leaf walk of each sibling subtree,
 //! which never looks for cached boxes.
 
-use super::boxes::{extend, fmax, fmin, gap_span, pos};
+use super::boxes::pos;
+use super::geo::{Dyn, Fixed, Geo, Packed};
 use super::point_store::PointStore;
 use super::traversal::{Climb, Plan, draw_cut};
 use super::tree::{LEAF_BIT, Tree, is_leaf};
@@ -31,171 +32,15 @@ const INV: [f64; 64] = {
 
 /// AWS's "seen" score for a point already stored with multiplicity `mass`.
 #[inline]
-fn score_seen(depth: usize, mass: u16) -> f64 {
+pub(super) fn score_seen(depth: usize, mass: u16) -> f64 {
     1.0 / (depth as f64 + (f64::from(mass) + 1.0).log2())
 }
 
 #[inline(always)]
-fn score_unseen(depth: usize) -> f64 {
+pub(super) fn score_unseen(depth: usize) -> f64 {
     match INV.get(depth) {
         Some(&x) => x,
         None => 1.0 / (depth as f64 + 1.0),
-    }
-}
-
-/// The scored point and the running bounding box of a climb.
-pub(super) trait Geo {
-    fn p(&self) -> &[f32];
-    /// The box becomes the single point `q`.
-    fn reset(&mut self, q: &[f32]);
-    fn add_point(&mut self, q: &[f32]);
-    /// `add_point` of the stored point `handle`.
-    #[inline(always)]
-    fn add_stored(&mut self, store: &PointStore, handle: u32) {
-        self.add_point(store.get(handle));
-    }
-    /// How far `p` lies outside the running box (summed over coordinates)
-    /// and the sum of the box's sides.
-    fn gap_span(&self) -> (f32, f32);
-    /// The same for the box (`lo`, `hi`).
-    fn gap_span_of(&self, lo: &[f32], hi: &[f32]) -> (f32, f32);
-    fn lo(&self) -> &[f32];
-    fn hi(&self) -> &[f32];
-}
-
-/// `Geo` for `N`-coordinate points, all in registers or on the stack.
-pub(super) struct Fixed<const N: usize> {
-    p: [f32; N],
-    lo: [f32; N],
-    hi: [f32; N],
-}
-
-impl<const N: usize> Fixed<N> {
-    #[inline(always)]
-    pub(super) fn new(p: &[f32]) -> Self {
-        let p = *arr::<N>(p);
-        Self { p, lo: p, hi: p }
-    }
-}
-
-#[inline(always)]
-fn arr<const N: usize>(x: &[f32]) -> &[f32; N] {
-    x[..N].try_into().expect("sliced to N")
-}
-
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // indexed loops vectorise best here (callgrind)
-fn gap_span_arr<const N: usize>(p: &[f32; N], lo: &[f32; N], hi: &[f32; N]) -> (f32, f32) {
-    if N % 4 == 0 {
-        // Four partial sums each, in separate loops: fused, LLVM vectorises
-        // them only 2 wide (or not at all for the span).
-        let mut g = [0f32; 4];
-        for c in 0..N / 4 {
-            for k in 0..4 {
-                let i = 4 * c + k;
-                let d = fmax(p[i] - hi[i], lo[i] - p[i]);
-                // 2 * max(d, 0), exactly, without a per-lane branch.
-                g[k] += d + d.abs();
-            }
-        }
-        let mut s = [0f32; 4];
-        for c in 0..N / 4 {
-            for k in 0..4 {
-                let i = 4 * c + k;
-                s[k] += hi[i] - lo[i];
-            }
-        }
-        (
-            0.5 * ((g[0] + g[2]) + (g[1] + g[3])),
-            (s[0] + s[2]) + (s[1] + s[3]),
-        )
-    } else {
-        let (mut g, mut s) = (0f32, 0f32);
-        for k in 0..N {
-            let d = fmax(p[k] - hi[k], lo[k] - p[k]);
-            g += d + d.abs();
-            s += hi[k] - lo[k];
-        }
-        (0.5 * g, s)
-    }
-}
-
-impl<const N: usize> Geo for Fixed<N> {
-    #[inline(always)]
-    fn p(&self) -> &[f32] {
-        &self.p
-    }
-    #[inline(always)]
-    fn reset(&mut self, q: &[f32]) {
-        let q = arr::<N>(q);
-        self.lo = *q;
-        self.hi = *q;
-    }
-    #[inline(always)]
-    #[allow(clippy::needless_range_loop)] // the zip form is 20% slower (callgrind)
-    fn add_point(&mut self, q: &[f32]) {
-        let q = arr::<N>(q);
-        for k in 0..N {
-            self.lo[k] = fmin(self.lo[k], q[k]);
-            self.hi[k] = fmax(self.hi[k], q[k]);
-        }
-    }
-    #[inline(always)]
-    #[allow(clippy::needless_range_loop)]
-    fn add_stored(&mut self, store: &PointStore, handle: u32) {
-        let q = store.get_n::<N>(handle);
-        for k in 0..N {
-            self.lo[k] = fmin(self.lo[k], q[k]);
-            self.hi[k] = fmax(self.hi[k], q[k]);
-        }
-    }
-    #[inline(always)]
-    fn gap_span(&self) -> (f32, f32) {
-        gap_span_arr(&self.p, &self.lo, &self.hi)
-    }
-    #[inline(always)]
-    fn gap_span_of(&self, lo: &[f32], hi: &[f32]) -> (f32, f32) {
-        gap_span_arr(&self.p, arr::<N>(lo), arr::<N>(hi))
-    }
-    #[inline(always)]
-    fn lo(&self) -> &[f32] {
-        &self.lo
-    }
-    #[inline(always)]
-    fn hi(&self) -> &[f32] {
-        &self.hi
-    }
-}
-
-/// `Geo` for any dimension, on the scratch buffers of a `Climb`.
-pub(super) struct Dyn<'a> {
-    pub(super) p: &'a [f32],
-    pub(super) lo: &'a mut [f32],
-    pub(super) hi: &'a mut [f32],
-}
-
-impl Geo for Dyn<'_> {
-    fn p(&self) -> &[f32] {
-        self.p
-    }
-    fn reset(&mut self, q: &[f32]) {
-        self.lo.copy_from_slice(q);
-        self.hi.copy_from_slice(q);
-    }
-    fn add_point(&mut self, q: &[f32]) {
-        extend(self.lo, self.hi, q);
-    }
-    fn gap_span(&self) -> (f32, f32) {
-        gap_span(self.p, self.lo, self.hi)
-    }
-    fn gap_span_of(&self, lo: &[f32], hi: &[f32]) -> (f32, f32) {
-        gap_span(self.p, lo, hi)
-    }
-    fn lo(&self) -> &[f32] {
-        self.lo
-    }
-    fn hi(&self) -> &[f32] {
-        self.hi
     }
 }
 
@@ -268,12 +113,12 @@ impl Tree {
         match self.dims {
             2 => self.climb_in(&mut Fixed::<2>::new(p), store, leaf, path, c, attr, rng),
             3 => self.climb_in(&mut Fixed::<3>::new(p), store, leaf, path, c, attr, rng),
-            4 => self.climb_in(&mut Fixed::<4>::new(p), store, leaf, path, c, attr, rng),
+            4 => self.climb_in(&mut Packed::<1>::new(p), store, leaf, path, c, attr, rng),
             6 => self.climb_in(&mut Fixed::<6>::new(p), store, leaf, path, c, attr, rng),
-            8 => self.climb_in(&mut Fixed::<8>::new(p), store, leaf, path, c, attr, rng),
-            12 => self.climb_in(&mut Fixed::<12>::new(p), store, leaf, path, c, attr, rng),
-            16 => self.climb_in(&mut Fixed::<16>::new(p), store, leaf, path, c, attr, rng),
-            32 => self.climb_in(&mut Fixed::<32>::new(p), store, leaf, path, c, attr, rng),
+            8 => self.climb_in(&mut Packed::<2>::new(p), store, leaf, path, c, attr, rng),
+            12 => self.climb_in(&mut Packed::<3>::new(p), store, leaf, path, c, attr, rng),
+            16 => self.climb_in(&mut Packed::<4>::new(p), store, leaf, path, c, attr, rng),
+            32 => self.climb_in(&mut Packed::<8>::new(p), store, leaf, path, c, attr, rng),
             _ => {
                 let mut g = Dyn {
                     p,
@@ -456,7 +301,7 @@ impl Tree {
     /// Grows `g`'s box by the points of the subtree at `r`, which must hold
     /// no cached box (any subtree below the cache threshold).
     #[inline(always)]
-    fn add_leaves<G: Geo>(&self, store: &PointStore, r: u16, g: &mut G) {
+    pub(super) fn add_leaves<G: Geo>(&self, store: &PointStore, r: u16, g: &mut G) {
         if is_leaf(r) {
             g.add_stored(store, self.leaf_point[(r & !LEAF_BIT) as usize]);
             return;

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::RcfError;
 use super::attribution::DiVector;
-use super::climb::{Dyn, Fixed, Geo};
+use super::geo::{Dyn, Fixed, Geo, Packed};
 use super::config::{ForestBuilder, ForestConfig};
 use super::point_store::PointStore;
 use super::shingle::Shingler;
@@ -149,10 +149,10 @@ impl Group {
         match p.len() {
             2 => self.score_in(&mut Fixed::<2>::new(p), lanes, tree_attr, attr, total),
             3 => self.score_in(&mut Fixed::<3>::new(p), lanes, tree_attr, attr, total),
-            4 => self.score_in(&mut Fixed::<4>::new(p), lanes, tree_attr, attr, total),
-            8 => self.score_in(&mut Fixed::<8>::new(p), lanes, tree_attr, attr, total),
-            16 => self.score_in(&mut Fixed::<16>::new(p), lanes, tree_attr, attr, total),
-            32 => self.score_in(&mut Fixed::<32>::new(p), lanes, tree_attr, attr, total),
+            4 => self.score_in(&mut Packed::<1>::new(p), lanes, tree_attr, attr, total),
+            8 => self.score_in(&mut Packed::<2>::new(p), lanes, tree_attr, attr, total),
+            16 => self.score_in(&mut Packed::<4>::new(p), lanes, tree_attr, attr, total),
+            32 => self.score_in(&mut Packed::<8>::new(p), lanes, tree_attr, attr, total),
             _ => {
                 let mut g = Dyn {
                     p,
@@ -177,7 +177,7 @@ impl Group {
             for (k, tree) in trees.iter().enumerate() {
                 let (leaf, path) = (lanes.leaf(k), lanes.path(k));
                 let a = attr.as_deref_mut();
-                *total += tree.score_in(g, &self.store, leaf, path, tree_attr, a);
+                *total += g.score_tree(tree, &self.store, leaf, path, tree_attr, a);
             }
         }
     }

@@ -1,0 +1,101 @@
+//! The score-only climb for SIMD-packed points (`Tree::score_packed`): the
+//! hot loop of `Forest::score` at the common dimensions.
+//!
+//! Part of the tree walks in `rcf/`. It computes exactly what the general
+//! climb (`climb.rs`) computes for a score without attribution or insertion
+//! planning, in the same order and so with the same bits, but skips the work
+//! only those need (the leaf level's gap sum, the per-level options) and
+//! reads each cached box with one bounds check.
+
+use wide::f32x4;
+
+use super::climb::{score_seen, score_unseen};
+use super::geo::{Packed, gap_span_packed, load};
+use super::point_store::PointStore;
+use super::tree::{LEAF_BIT, NO_BOX, Tree};
+
+impl Tree {
+    /// The normalised score of `g`'s point, which descended to `leaf`
+    /// through `path`.
+    #[inline(always)]
+    pub(super) fn score_packed<const L: usize>(
+        &self,
+        g: &mut Packed<L>,
+        store: &PointStore,
+        leaf: u16,
+        path: &[u16],
+    ) -> f64 {
+        let depth = path.len();
+        let norm = self.norm();
+        let q = load::<L>(store.get(self.leaf_point[usize::from(leaf)]));
+        if q == g.p {
+            let mass = self.leaf_mass[usize::from(leaf)];
+            let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
+            return damp * score_seen(depth, mass) * norm;
+        }
+        g.lo = q;
+        g.hi = q;
+        let mut score = score_unseen(depth);
+        let mut child = leaf | LEAF_BIT;
+        let mut level = depth;
+        // The uncached bottom of the path (see `climb.rs`).
+        while level > 0 {
+            let n = path[level - 1];
+            let node = &self.nodes[usize::from(n)];
+            if node.mass >= self.box_min_mass {
+                break;
+            }
+            level -= 1;
+            let sibling = if node.left == child {
+                node.right
+            } else {
+                node.left
+            };
+            child = n;
+            self.add_leaves(store, sibling, g);
+            let (gap, span) = gap_span_packed(&g.p, &g.lo, &g.hi);
+            if gap <= 0.0 {
+                return score * norm;
+            }
+            score = level_score(score, level, gap, span);
+        }
+        let width = 8 * L;
+        while level > 0 {
+            level -= 1;
+            let n = path[level];
+            let slot = self.box_slot[usize::from(n)];
+            if slot == NO_BOX {
+                // Unreachable for a consistent tree (checked on restore).
+                return self.score_general(g, store, leaf, path);
+            }
+            let start = usize::from(slot) * width;
+            let b = &self.boxes[start..start + width];
+            let (lo, hi): ([f32x4; L], [f32x4; L]) = (load(b), load(&b[4 * L..]));
+            let (gap, span) = gap_span_packed(&g.p, &lo, &hi);
+            if gap <= 0.0 {
+                break;
+            }
+            score = level_score(score, level, gap, span);
+        }
+        score * norm
+    }
+
+    #[cold]
+    fn score_general<const L: usize>(
+        &self,
+        g: &mut Packed<L>,
+        store: &PointStore,
+        leaf: u16,
+        path: &[u16],
+    ) -> f64 {
+        let mut terms = Vec::new();
+        self.score_in(g, store, Some(leaf), path, &mut terms, None)
+    }
+}
+
+/// One level of the score recurrence (as `Level::visit` computes it).
+#[inline(always)]
+fn level_score(below: f64, level: usize, gap: f32, span: f32) -> f64 {
+    let prob = f64::from(gap) / f64::from(gap + span);
+    prob * score_unseen(level) + (1.0 - prob) * below
+}
