@@ -12,7 +12,7 @@
 //! which never looks for cached boxes.
 
 use super::boxes::pos;
-use super::geo::{Dyn, Fixed, Geo, Packed};
+use super::geo::{Dyn, Geo, Packed};
 use super::point_store::PointStore;
 use super::traversal::{Climb, Plan, draw_cut};
 use super::tree::{LEAF_BIT, Tree, is_leaf};
@@ -59,12 +59,13 @@ impl Level<'_, '_> {
     /// Accounts for the ancestor at depth `level` whose box (`lo`, `hi`)
     /// leaves `p` outside by `gap` and has side lengths summing to `span`.
     #[inline(always)]
-    fn visit(&mut self, p: &[f32], level: usize, gap: f32, span: f32, lo: &[f32], hi: &[f32]) {
+    fn visit<G: Geo>(&mut self, g: &G, level: usize, gap: f32, span: f32, lo: &[f32], hi: &[f32]) {
+        let p = g.p();
         let prob = f64::from(gap) / f64::from(gap + span);
         let unseen = score_unseen(level);
         self.score = prob * unseen + (1.0 - prob) * self.score;
         if let Some(a) = self.attr.as_deref_mut() {
-            attribute_level(a, p, lo, hi, 1.0 - prob, unseen / f64::from(gap + span));
+            g.attribute_level(a, lo, hi, 1.0 - prob, unseen / f64::from(gap + span));
         }
         if let Some(r) = self.rng.as_deref_mut() {
             if r.next_f64() < prob {
@@ -83,7 +84,14 @@ impl Level<'_, '_> {
 /// One level of the attribution recurrence: every term decays by `keep` and
 /// gains how far `p` sticks out of the box on its side, times `inv`.
 #[inline(always)]
-fn attribute_level(a: &mut [f64], p: &[f32], lo: &[f32], hi: &[f32], keep: f64, inv: f64) {
+pub(super) fn attribute_level(
+    a: &mut [f64],
+    p: &[f32],
+    lo: &[f32],
+    hi: &[f32],
+    keep: f64,
+    inv: f64,
+) {
     let (high, low) = a.split_at_mut(p.len());
     for ((((h, l), &x), &b), &t) in high.iter_mut().zip(low).zip(p).zip(lo).zip(hi) {
         *h = f64::from(pos(x - t)) * inv + keep * *h;
@@ -111,14 +119,38 @@ impl Tree {
             return (0.0, Plan::Empty);
         };
         match self.dims {
-            2 => self.climb_in(&mut Fixed::<2>::new(p), store, leaf, path, c, attr, rng),
-            3 => self.climb_in(&mut Fixed::<3>::new(p), store, leaf, path, c, attr, rng),
-            4 => self.climb_in(&mut Packed::<1>::new(p), store, leaf, path, c, attr, rng),
-            6 => self.climb_in(&mut Fixed::<6>::new(p), store, leaf, path, c, attr, rng),
-            8 => self.climb_in(&mut Packed::<2>::new(p), store, leaf, path, c, attr, rng),
-            12 => self.climb_in(&mut Packed::<3>::new(p), store, leaf, path, c, attr, rng),
-            16 => self.climb_in(&mut Packed::<4>::new(p), store, leaf, path, c, attr, rng),
-            32 => self.climb_in(&mut Packed::<8>::new(p), store, leaf, path, c, attr, rng),
+            2 => self.climb_in(&mut Packed::<1, 2>::new(p), store, leaf, path, c, attr, rng),
+            3 => self.climb_in(&mut Packed::<1, 3>::new(p), store, leaf, path, c, attr, rng),
+            4 => self.climb_in(&mut Packed::<1, 4>::new(p), store, leaf, path, c, attr, rng),
+            6 => self.climb_in(&mut Packed::<2, 6>::new(p), store, leaf, path, c, attr, rng),
+            8 => self.climb_in(&mut Packed::<2, 8>::new(p), store, leaf, path, c, attr, rng),
+            12 => self.climb_in(
+                &mut Packed::<3, 12>::new(p),
+                store,
+                leaf,
+                path,
+                c,
+                attr,
+                rng,
+            ),
+            16 => self.climb_in(
+                &mut Packed::<4, 16>::new(p),
+                store,
+                leaf,
+                path,
+                c,
+                attr,
+                rng,
+            ),
+            32 => self.climb_in(
+                &mut Packed::<8, 32>::new(p),
+                store,
+                leaf,
+                path,
+                c,
+                attr,
+                rng,
+            ),
             _ => {
                 let mut g = Dyn {
                     p,
@@ -265,7 +297,7 @@ impl Tree {
                 inside = true;
                 break;
             }
-            acc.visit(g.p(), level, gap, span, g.lo(), g.hi());
+            acc.visit(g, level, gap, span, g.lo(), g.hi());
         }
         if !inside {
             while level > 0 {
@@ -277,7 +309,7 @@ impl Tree {
                         if gap <= 0.0 {
                             break;
                         }
-                        acc.visit(g.p(), level, gap, span, lo, hi);
+                        acc.visit(g, level, gap, span, lo, hi);
                     }
                     None => {
                         // Unreachable for a consistent tree (checked on restore).
@@ -289,7 +321,7 @@ impl Tree {
                         if gap <= 0.0 {
                             break;
                         }
-                        acc.visit(g.p(), level, gap, span, &lo, &hi);
+                        acc.visit(g, level, gap, span, &lo, &hi);
                     }
                 }
             }

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::RcfError;
 use super::attribution::DiVector;
-use super::geo::{Dyn, Fixed, Geo, Packed};
 use super::config::{ForestBuilder, ForestConfig};
+use super::geo::{Dyn, Geo, Packed};
 use super::point_store::PointStore;
 use super::shingle::Shingler;
 use super::traversal::{Climb, LANES, Lanes, Plan, Scratch};
@@ -147,12 +147,14 @@ impl Group {
             attr: tree_attr,
         } = climb;
         match p.len() {
-            2 => self.score_in(&mut Fixed::<2>::new(p), lanes, tree_attr, attr, total),
-            3 => self.score_in(&mut Fixed::<3>::new(p), lanes, tree_attr, attr, total),
-            4 => self.score_in(&mut Packed::<1>::new(p), lanes, tree_attr, attr, total),
-            8 => self.score_in(&mut Packed::<2>::new(p), lanes, tree_attr, attr, total),
-            16 => self.score_in(&mut Packed::<4>::new(p), lanes, tree_attr, attr, total),
-            32 => self.score_in(&mut Packed::<8>::new(p), lanes, tree_attr, attr, total),
+            2 => self.score_in(&mut Packed::<1, 2>::new(p), lanes, tree_attr, attr, total),
+            3 => self.score_in(&mut Packed::<1, 3>::new(p), lanes, tree_attr, attr, total),
+            4 => self.score_in(&mut Packed::<1, 4>::new(p), lanes, tree_attr, attr, total),
+            6 => self.score_in(&mut Packed::<2, 6>::new(p), lanes, tree_attr, attr, total),
+            8 => self.score_in(&mut Packed::<2, 8>::new(p), lanes, tree_attr, attr, total),
+            12 => self.score_in(&mut Packed::<3, 12>::new(p), lanes, tree_attr, attr, total),
+            16 => self.score_in(&mut Packed::<4, 16>::new(p), lanes, tree_attr, attr, total),
+            32 => self.score_in(&mut Packed::<8, 32>::new(p), lanes, tree_attr, attr, total),
             _ => {
                 let mut g = Dyn {
                     p,

@@ -1,16 +1,17 @@
 //! The point and running bounding box of a climb (`Geo`), in one of three
 //! representations chosen once per point by its dimension.
 //!
-//! Part of the tree walks in `rcf/` (`climb.rs` is their user). `Packed<L>`
-//! holds `4 * L` coordinates in SIMD registers (`wide::f32x4`, safe code:
-//! SSE on x86-64, NEON on aarch64) and serves the common dimensions 4, 8,
-//! 12, 16 and 32; `Fixed<N>` holds other small dimensions in plain arrays;
-//! `Dyn` works on slices for any dimension. All three compute the same sums
-//! in the same order, so which one runs never changes a score.
+//! Part of the tree walks in `rcf/` (`climb.rs` is their user). `Packed<L, N>`
+//! holds `N` coordinates in `L` SIMD registers (`wide::f32x4`, safe code:
+//! SSE on x86-64, NEON on aarch64) and serves the common dimensions 2, 3, 4,
+//! 6, 8, 12, 16 and 32; `Dyn` works on slices for any other. For multiples of
+//! 4 both sum in the same order (four partial sums, paired as `boxes.rs`
+//! pairs them), so which one runs never changes a score.
 
 use wide::f32x4;
 
-use super::boxes::{extend, fmax, fmin, gap_span};
+use super::boxes::{extend, gap_span, pos};
+use super::climb::attribute_level;
 use super::point_store::PointStore;
 use super::tree::Tree;
 
@@ -32,6 +33,12 @@ pub(super) trait Geo {
     fn gap_span_of(&self, lo: &[f32], hi: &[f32]) -> (f32, f32);
     fn lo(&self) -> &[f32];
     fn hi(&self) -> &[f32];
+    /// One level of the attribution recurrence (`climb::attribute_level`)
+    /// for the box (`lo`, `hi`): `a` holds the high terms, then the low ones.
+    #[inline(always)]
+    fn attribute_level(&self, a: &mut [f64], lo: &[f32], hi: &[f32], keep: f64, inv: f64) {
+        attribute_level(a, self.p(), lo, hi, keep, inv);
+    }
     /// `tree`'s normalised score of the point, which descended to `leaf`
     /// (`None`: the tree is empty) through `path`, adding its attribution
     /// terms to `attr` if given (`Tree::score_in`).
@@ -49,110 +56,6 @@ pub(super) trait Geo {
         Self: Sized,
     {
         tree.score_in(self, store, leaf, path, tree_attr, attr)
-    }
-}
-
-/// `Geo` for `N`-coordinate points, all in registers or on the stack.
-pub(super) struct Fixed<const N: usize> {
-    p: [f32; N],
-    lo: [f32; N],
-    hi: [f32; N],
-}
-
-impl<const N: usize> Fixed<N> {
-    #[inline(always)]
-    pub(super) fn new(p: &[f32]) -> Self {
-        let p = *arr::<N>(p);
-        Self { p, lo: p, hi: p }
-    }
-}
-
-#[inline(always)]
-fn arr<const N: usize>(x: &[f32]) -> &[f32; N] {
-    x[..N].try_into().expect("sliced to N")
-}
-
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // indexed loops vectorise best here (callgrind)
-fn gap_span_arr<const N: usize>(p: &[f32; N], lo: &[f32; N], hi: &[f32; N]) -> (f32, f32) {
-    if N % 4 == 0 {
-        // Four partial sums each, in separate loops: fused, LLVM vectorises
-        // them only 2 wide (or not at all for the span).
-        let mut g = [0f32; 4];
-        for c in 0..N / 4 {
-            for k in 0..4 {
-                let i = 4 * c + k;
-                let d = fmax(p[i] - hi[i], lo[i] - p[i]);
-                // 2 * max(d, 0), exactly, without a per-lane branch.
-                g[k] += d + d.abs();
-            }
-        }
-        let mut s = [0f32; 4];
-        for c in 0..N / 4 {
-            for k in 0..4 {
-                let i = 4 * c + k;
-                s[k] += hi[i] - lo[i];
-            }
-        }
-        (
-            0.5 * ((g[0] + g[2]) + (g[1] + g[3])),
-            (s[0] + s[2]) + (s[1] + s[3]),
-        )
-    } else {
-        let (mut g, mut s) = (0f32, 0f32);
-        for k in 0..N {
-            let d = fmax(p[k] - hi[k], lo[k] - p[k]);
-            g += d + d.abs();
-            s += hi[k] - lo[k];
-        }
-        (0.5 * g, s)
-    }
-}
-
-impl<const N: usize> Geo for Fixed<N> {
-    #[inline(always)]
-    fn p(&self) -> &[f32] {
-        &self.p
-    }
-    #[inline(always)]
-    fn reset(&mut self, q: &[f32]) {
-        let q = arr::<N>(q);
-        self.lo = *q;
-        self.hi = *q;
-    }
-    #[inline(always)]
-    #[allow(clippy::needless_range_loop)] // the zip form is 20% slower (callgrind)
-    fn add_point(&mut self, q: &[f32]) {
-        let q = arr::<N>(q);
-        for k in 0..N {
-            self.lo[k] = fmin(self.lo[k], q[k]);
-            self.hi[k] = fmax(self.hi[k], q[k]);
-        }
-    }
-    #[inline(always)]
-    #[allow(clippy::needless_range_loop)]
-    fn add_stored(&mut self, store: &PointStore, handle: u32) {
-        let q = store.get_n::<N>(handle);
-        for k in 0..N {
-            self.lo[k] = fmin(self.lo[k], q[k]);
-            self.hi[k] = fmax(self.hi[k], q[k]);
-        }
-    }
-    #[inline(always)]
-    fn gap_span(&self) -> (f32, f32) {
-        gap_span_arr(&self.p, &self.lo, &self.hi)
-    }
-    #[inline(always)]
-    fn gap_span_of(&self, lo: &[f32], hi: &[f32]) -> (f32, f32) {
-        gap_span_arr(&self.p, arr::<N>(lo), arr::<N>(hi))
-    }
-    #[inline(always)]
-    fn lo(&self) -> &[f32] {
-        &self.lo
-    }
-    #[inline(always)]
-    fn hi(&self) -> &[f32] {
-        &self.hi
     }
 }
 
@@ -188,20 +91,25 @@ impl Geo for Dyn<'_> {
     }
 }
 
-
-/// `Geo` for `4 * L` coordinates, four to a SIMD register.
-pub(super) struct Packed<const L: usize> {
+/// `Geo` for `N` coordinates, four to a SIMD register in `L = ceil(N / 4)`
+/// registers; the lanes past `N` hold zeros, which add nothing to any sum.
+pub(super) struct Packed<const L: usize, const N: usize> {
     pub(super) p: [f32x4; L],
     pub(super) lo: [f32x4; L],
     pub(super) hi: [f32x4; L],
 }
 
-/// Loads `4 * L` coordinates (the slice must hold at least that many).
+/// Loads `N` coordinates (the slice must hold at least that many) into `L`
+/// registers, zero-padded.
 #[inline(always)]
-pub(super) fn load<const L: usize>(x: &[f32]) -> [f32x4; L] {
-    let x = &x[..4 * L];
+pub(super) fn load<const L: usize, const N: usize>(x: &[f32]) -> [f32x4; L] {
+    let x = &x[..N];
     std::array::from_fn(|i| {
-        let c: [f32; 4] = x[4 * i..4 * i + 4].try_into().expect("four values");
+        let c: [f32; 4] = if 4 * i + 4 <= N {
+            x[4 * i..4 * i + 4].try_into().expect("four values")
+        } else {
+            std::array::from_fn(|k| x.get(4 * i + k).copied().unwrap_or(0.0))
+        };
         f32x4::from(c)
     })
 }
@@ -225,28 +133,28 @@ pub(super) fn gap_span_packed<const L: usize>(
     ((g[0] + g[2]) + (g[1] + g[3]), (s[0] + s[2]) + (s[1] + s[3]))
 }
 
-impl<const L: usize> Packed<L> {
+impl<const L: usize, const N: usize> Packed<L, N> {
     #[inline(always)]
     pub(super) fn new(p: &[f32]) -> Self {
-        let p = load::<L>(p);
+        let p = load::<L, N>(p);
         Self { p, lo: p, hi: p }
     }
 }
 
-impl<const L: usize> Geo for Packed<L> {
+impl<const L: usize, const N: usize> Geo for Packed<L, N> {
     #[inline(always)]
     fn p(&self) -> &[f32] {
-        bytemuck::cast_slice(&self.p[..])
+        &bytemuck::cast_slice(&self.p[..])[..N]
     }
     #[inline(always)]
     fn reset(&mut self, q: &[f32]) {
-        let q = load::<L>(q);
+        let q = load::<L, N>(q);
         self.lo = q;
         self.hi = q;
     }
     #[inline(always)]
     fn add_point(&mut self, q: &[f32]) {
-        let q = load::<L>(q);
+        let q = load::<L, N>(q);
         for i in 0..L {
             self.lo[i] = self.lo[i].fast_min(q[i]);
             self.hi[i] = self.hi[i].fast_max(q[i]);
@@ -258,15 +166,26 @@ impl<const L: usize> Geo for Packed<L> {
     }
     #[inline(always)]
     fn gap_span_of(&self, lo: &[f32], hi: &[f32]) -> (f32, f32) {
-        gap_span_packed(&self.p, &load::<L>(lo), &load::<L>(hi))
+        gap_span_packed(&self.p, &load::<L, N>(lo), &load::<L, N>(hi))
     }
     #[inline(always)]
     fn lo(&self) -> &[f32] {
-        bytemuck::cast_slice(&self.lo[..])
+        &bytemuck::cast_slice(&self.lo[..])[..N]
     }
     #[inline(always)]
     fn hi(&self) -> &[f32] {
-        bytemuck::cast_slice(&self.hi[..])
+        &bytemuck::cast_slice(&self.hi[..])[..N]
+    }
+    #[inline(always)]
+    fn attribute_level(&self, a: &mut [f64], lo: &[f32], hi: &[f32], keep: f64, inv: f64) {
+        // The same arithmetic as the slice version, over `N` known lanes.
+        let p: &[f32] = bytemuck::cast_slice(&self.p[..]);
+        let (p, lo, hi) = (&p[..N], &lo[..N], &hi[..N]);
+        let (high, low) = a[..2 * N].split_at_mut(N);
+        for k in 0..N {
+            high[k] = f64::from(pos(p[k] - hi[k])) * inv + keep * high[k];
+            low[k] = f64::from(pos(lo[k] - p[k])) * inv + keep * low[k];
+        }
     }
     #[inline(always)]
     fn score_tree(

@@ -18,16 +18,16 @@ impl Tree {
     /// The normalised score of `g`'s point, which descended to `leaf`
     /// through `path`.
     #[inline(always)]
-    pub(super) fn score_packed<const L: usize>(
+    pub(super) fn score_packed<const L: usize, const N: usize>(
         &self,
-        g: &mut Packed<L>,
+        g: &mut Packed<L, N>,
         store: &PointStore,
         leaf: u16,
         path: &[u16],
     ) -> f64 {
         let depth = path.len();
         let norm = self.norm();
-        let q = load::<L>(store.get(self.leaf_point[usize::from(leaf)]));
+        let q = load::<L, N>(store.get(self.leaf_point[usize::from(leaf)]));
         if q == g.p {
             let mass = self.leaf_mass[usize::from(leaf)];
             let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
@@ -59,7 +59,7 @@ impl Tree {
             }
             score = level_score(score, level, gap, span);
         }
-        let width = 8 * L;
+        let width = 2 * N;
         while level > 0 {
             level -= 1;
             let n = path[level];
@@ -70,7 +70,7 @@ impl Tree {
             }
             let start = usize::from(slot) * width;
             let b = &self.boxes[start..start + width];
-            let (lo, hi): ([f32x4; L], [f32x4; L]) = (load(b), load(&b[4 * L..]));
+            let (lo, hi): ([f32x4; L], [f32x4; L]) = (load::<L, N>(b), load::<L, N>(&b[N..]));
             let (gap, span) = gap_span_packed(&g.p, &lo, &hi);
             if gap <= 0.0 {
                 break;
@@ -81,9 +81,9 @@ impl Tree {
     }
 
     #[cold]
-    fn score_general<const L: usize>(
+    fn score_general<const L: usize, const N: usize>(
         &self,
-        g: &mut Packed<L>,
+        g: &mut Packed<L, N>,
         store: &PointStore,
         leaf: u16,
         path: &[u16],

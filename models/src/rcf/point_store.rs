@@ -61,16 +61,6 @@ impl PointStore {
         &self.arena[start..start + self.dims]
     }
 
-    /// `get` for a store of `N`-coordinate points (one bounds check fewer).
-    #[inline(always)]
-    pub(crate) fn get_n<const N: usize>(&self, handle: u32) -> &[f32; N] {
-        debug_assert_eq!(N, self.dims);
-        let start = self.loc[handle as usize] as usize;
-        self.arena[start..start + N]
-            .try_into()
-            .expect("a slice of N values")
-    }
-
     /// The coordinates of `handle`, or `None` if it has none (snapshot checks).
     pub(crate) fn try_get(&self, handle: u32) -> Option<&[f32]> {
         let start = *self.loc.get(handle as usize)? as usize;
