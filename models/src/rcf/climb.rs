@@ -291,7 +291,7 @@ impl Tree {
                 node.left
             };
             child = n;
-            self.add_leaves(store, sibling, g);
+            g.add_subtree(self, store, sibling);
             let (gap, span) = g.gap_span();
             if gap <= 0.0 {
                 inside = true;

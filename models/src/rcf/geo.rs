@@ -39,6 +39,15 @@ pub(super) trait Geo {
     fn attribute_level(&self, a: &mut [f64], lo: &[f32], hi: &[f32], keep: f64, inv: f64) {
         attribute_level(a, self.p(), lo, hi, keep, inv);
     }
+    /// Grows the box by the points of `tree`'s subtree at `r`, which must
+    /// hold no cached box (any subtree below the cache threshold).
+    #[inline(always)]
+    fn add_subtree(&mut self, tree: &Tree, store: &PointStore, r: u16)
+    where
+        Self: Sized,
+    {
+        tree.add_leaves(store, r, self);
+    }
     /// `tree`'s normalised score of the point, which descended to `leaf`
     /// (`None`: the tree is empty) through `path`, adding its attribution
     /// terms to `attr` if given (`Tree::score_in`).
@@ -186,6 +195,10 @@ impl<const L: usize, const N: usize> Geo for Packed<L, N> {
             high[k] = f64::from(pos(p[k] - hi[k])) * inv + keep * high[k];
             low[k] = f64::from(pos(lo[k] - p[k])) * inv + keep * low[k];
         }
+    }
+    #[inline(always)]
+    fn add_subtree(&mut self, tree: &Tree, store: &PointStore, r: u16) {
+        tree.add_leaves_packed::<L, N>(store, r, &mut self.lo, &mut self.hi);
     }
     #[inline(always)]
     fn score_tree(

@@ -12,7 +12,7 @@ use wide::f32x4;
 use super::climb::{score_seen, score_unseen};
 use super::geo::{Packed, gap_span_packed, load};
 use super::point_store::PointStore;
-use super::tree::{LEAF_BIT, NO_BOX, Tree};
+use super::tree::{LEAF_BIT, NO_BOX, Tree, is_leaf};
 
 impl Tree {
     /// The normalised score of `g`'s point, which descended to `leaf`
@@ -52,7 +52,7 @@ impl Tree {
                 node.left
             };
             child = n;
-            self.add_leaves(store, sibling, g);
+            self.add_leaves_packed::<L, N>(store, sibling, &mut g.lo, &mut g.hi);
             let (gap, span) = gap_span_packed(&g.p, &g.lo, &g.hi);
             if gap <= 0.0 {
                 return score * norm;
@@ -78,6 +78,61 @@ impl Tree {
             score = level_score(score, level, gap, span);
         }
         score * norm
+    }
+
+    /// Grows the box (`lo`, `hi`) by the points of the subtree at `r`, which
+    /// must hold no cached box (`Tree::add_leaves` with the box kept in
+    /// registers for the whole walk, not stored and reloaded per leaf).
+    #[inline(always)]
+    pub(super) fn add_leaves_packed<const L: usize, const N: usize>(
+        &self,
+        store: &PointStore,
+        r: u16,
+        lo: &mut [f32x4; L],
+        hi: &mut [f32x4; L],
+    ) {
+        let (mut l, mut h) = (*lo, *hi);
+        let mut stack = [0u16; 16];
+        let mut sp = 0usize;
+        let mut cur = r;
+        loop {
+            if is_leaf(cur) {
+                let q = load::<L, N>(store.get(self.leaf_point[usize::from(cur & !LEAF_BIT)]));
+                for i in 0..L {
+                    l[i] = l[i].fast_min(q[i]);
+                    h[i] = h[i].fast_max(q[i]);
+                }
+                if sp == 0 {
+                    break;
+                }
+                sp -= 1;
+                cur = stack[sp];
+            } else {
+                let node = &self.nodes[usize::from(cur)];
+                if sp < stack.len() {
+                    stack[sp] = node.right;
+                    sp += 1;
+                } else {
+                    (*lo, *hi) = (l, h);
+                    self.add_leaves_packed_deep::<L, N>(store, node.right, lo, hi);
+                    (l, h) = (*lo, *hi);
+                }
+                cur = node.left;
+            }
+        }
+        (*lo, *hi) = (l, h);
+    }
+
+    /// `add_leaves_packed` for the rare subtree deeper than its stack.
+    #[inline(never)]
+    fn add_leaves_packed_deep<const L: usize, const N: usize>(
+        &self,
+        store: &PointStore,
+        r: u16,
+        lo: &mut [f32x4; L],
+        hi: &mut [f32x4; L],
+    ) {
+        self.add_leaves_packed::<L, N>(store, r, lo, hi);
     }
 
     #[cold]
