@@ -164,9 +164,9 @@ impl<const L: usize, const N: usize> Geo for Packed<L, N> {
     #[inline(always)]
     fn add_point(&mut self, q: &[f32]) {
         let q = load::<L, N>(q);
-        for i in 0..L {
-            self.lo[i] = self.lo[i].fast_min(q[i]);
-            self.hi[i] = self.hi[i].fast_max(q[i]);
+        for ((lo, hi), q) in self.lo.iter_mut().zip(&mut self.hi).zip(q) {
+            *lo = lo.fast_min(q);
+            *hi = hi.fast_max(q);
         }
     }
     #[inline(always)]
