@@ -1,9 +1,10 @@
 //! Box arithmetic of the tree walks: growing a bounding box by a point or a
 //! box, and the gap/span sums behind a level's separation probability.
 //!
-//! These loops run once or more per tree level for every scored point, so they
-//! are written for LLVM's vectoriser (the workspace forbids `unsafe`, so no
-//! intrinsics): for the common dimensions (4, 8, 16 and 32) a const-size
+//! The climbs of the common dimensions use the SIMD versions in `geo.rs`;
+//! these serve box upkeep on insertion and deletion and the other
+//! dimensions, and are written for LLVM's vectoriser (the workspace forbids
+//! `unsafe`, so no intrinsics): for the common dimensions (4, 8, 16 and 32) a const-size
 //! version is fully unrolled into SSE operations, and the gap uses
 //! `(d + |d|) / 2` rather than a comparison, which LLVM otherwise turns into
 //! per-lane branches. `max(p - hi, lo - p)` is the signed distance of `p`

@@ -3,13 +3,13 @@
 //! descent that produces the path lives in `traversal.rs`, which also
 //! documents the score formula.
 //!
-//! This is the hot loop of the forest, so the running bounding box and the
-//! point live in fixed-size arrays (`Fixed<N>`, one monomorphised climb per
-//! common dimension, no bounds checks inside the box arithmetic) and only
-//! unusual dimensions take the slice-based `Dyn`. Below the box cache
-//! threshold every node is uncached (masses shrink downwards), so the boxes
-//! of the bottom levels grow by a plain leaf walk of each sibling subtree,
-//! which never looks for cached boxes.
+//! This is the hot loop of the forest, so the point and the running bounding
+//! box come wrapped in a `Geo` (`geo.rs`: SIMD registers for the common
+//! dimensions, one monomorphised climb each; slices otherwise), and a score
+//! without attribution or planning takes the leaner `kernel.rs`. Below the
+//! box cache threshold every node is uncached (masses shrink downwards), so
+//! the boxes of the bottom levels grow by a plain leaf walk of each sibling
+//! subtree, which never looks for cached boxes.
 
 use super::boxes::pos;
 use super::geo::{Dyn, Geo, Packed};
