@@ -195,9 +195,9 @@ impl Tree {
         attr: Option<&mut [f64]>,
         rng: Option<&mut Xoshiro256PlusPlus>,
     ) -> (f64, Plan) {
-        if attr.is_none() && rng.is_none() {
-            // A score alone: the geometry's own (possibly faster) climb.
-            let score = g.score_tree(self, store, Some(leaf), path, &mut c.attr, None);
+        if rng.is_none() {
+            // No insertion to plan: the geometry's own (possibly faster) climb.
+            let score = g.score_tree(self, store, Some(leaf), path, &mut c.attr, attr);
             return (score, Plan::Empty);
         }
         self.climb_with(g, store, leaf, path, &mut c.attr, attr, rng)

@@ -212,7 +212,8 @@ impl<const L: usize, const N: usize> Geo for Packed<L, N> {
     ) -> f64 {
         match (leaf, attr) {
             (Some(leaf), None) => tree.score_packed(self, store, leaf, path),
-            (leaf, attr) => tree.score_in(self, store, leaf, path, tree_attr, attr),
+            (Some(leaf), Some(a)) => tree.attribute_packed(self, store, leaf, path, a),
+            (None, attr) => tree.score_in(self, store, None, path, tree_attr, attr),
         }
     }
 }

@@ -9,6 +9,7 @@
 
 use wide::f32x4;
 
+use super::boxes::pos;
 use super::climb::{score_seen, score_unseen};
 use super::geo::{Packed, gap_span_packed, load};
 use super::point_store::PointStore;
@@ -25,20 +26,58 @@ impl Tree {
         leaf: u16,
         path: &[u16],
     ) -> f64 {
+        self.climb_packed::<L, N, false>(g, store, leaf, path, &mut [])
+    }
+
+    /// `score_packed` that also adds the score's attribution terms, already
+    /// normalised, to `attr` (`N` high terms, then `N` low ones).
+    #[inline(always)]
+    pub(super) fn attribute_packed<const L: usize, const N: usize>(
+        &self,
+        g: &mut Packed<L, N>,
+        store: &PointStore,
+        leaf: u16,
+        path: &[u16],
+        attr: &mut [f64],
+    ) -> f64 {
+        self.climb_packed::<L, N, true>(g, store, leaf, path, attr)
+    }
+
+    /// The climb of `score_packed` (`ATTR` false: `attr` is not touched) and
+    /// `attribute_packed`, with the arithmetic of `climb.rs`.
+    #[inline(always)]
+    fn climb_packed<const L: usize, const N: usize, const ATTR: bool>(
+        &self,
+        g: &mut Packed<L, N>,
+        store: &PointStore,
+        leaf: u16,
+        path: &[u16],
+        attr: &mut [f64],
+    ) -> f64 {
         let depth = path.len();
         let norm = self.norm();
         let q = load::<L, N>(store.get(self.leaf_point[usize::from(leaf)]));
         if q == g.p {
             let mass = self.leaf_mass[usize::from(leaf)];
             let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
-            return damp * score_seen(depth, mass) * norm;
+            let score = damp * score_seen(depth, mass) * norm;
+            if ATTR {
+                let share = score / (2 * N) as f64;
+                attr[..2 * N].iter_mut().for_each(|x| *x += share);
+            }
+            return score;
         }
         g.lo = q;
         g.hi = q;
         let mut score = score_unseen(depth);
+        let mut terms = Terms::<N>::default();
+        if ATTR {
+            terms.leaf(lanes::<L, N>(&g.p), lanes::<L, N>(&q), score);
+        }
         let mut child = leaf | LEAF_BIT;
         let mut level = depth;
         // The uncached bottom of the path (see `climb.rs`).
+        let mut inside = false;
         while level > 0 {
             let n = path[level - 1];
             let node = &self.nodes[usize::from(n)];
@@ -55,18 +94,23 @@ impl Tree {
             self.add_leaves_packed::<L, N>(store, sibling, &mut g.lo, &mut g.hi);
             let (gap, span) = gap_span_packed(&g.p, &g.lo, &g.hi);
             if gap <= 0.0 {
-                return score * norm;
+                inside = true;
+                break;
+            }
+            if ATTR {
+                let (lo, hi) = (lanes::<L, N>(&g.lo), lanes::<L, N>(&g.hi));
+                terms.level(lanes::<L, N>(&g.p), lo, hi, level, gap, span);
             }
             score = level_score(score, level, gap, span);
         }
         let width = 2 * N;
-        while level > 0 {
+        while level > 0 && !inside {
             level -= 1;
             let n = path[level];
             let slot = self.box_slot[usize::from(n)];
             if slot == NO_BOX {
                 // Unreachable for a consistent tree (checked on restore).
-                return self.score_general(g, store, leaf, path);
+                return self.score_general(g, store, leaf, path, ATTR.then_some(attr));
             }
             let start = usize::from(slot) * width;
             let b = &self.boxes[start..start + width];
@@ -75,7 +119,17 @@ impl Tree {
             if gap <= 0.0 {
                 break;
             }
+            if ATTR {
+                terms.level(lanes::<L, N>(&g.p), &b[..N], &b[N..], level, gap, span);
+            }
             score = level_score(score, level, gap, span);
+        }
+        if ATTR {
+            let (high, low) = attr[..2 * N].split_at_mut(N);
+            for k in 0..N {
+                high[k] += terms.high[k] * norm;
+                low[k] += terms.low[k] * norm;
+            }
         }
         score * norm
     }
@@ -142,9 +196,65 @@ impl Tree {
         store: &PointStore,
         leaf: u16,
         path: &[u16],
+        attr: Option<&mut [f64]>,
     ) -> f64 {
         let mut terms = Vec::new();
-        self.score_in(g, store, Some(leaf), path, &mut terms, None)
+        self.score_in(g, store, Some(leaf), path, &mut terms, attr)
+    }
+}
+
+/// The first `N` coordinates of packed registers.
+#[inline(always)]
+fn lanes<const L: usize, const N: usize>(x: &[f32x4; L]) -> &[f32] {
+    &bytemuck::cast_slice(&x[..])[..N]
+}
+
+/// One tree's attribution terms before normalisation, as `climb.rs` keeps
+/// them (high then low).
+struct Terms<const N: usize> {
+    high: [f64; N],
+    low: [f64; N],
+}
+
+impl<const N: usize> Default for Terms<N> {
+    fn default() -> Self {
+        Self {
+            high: [0.0; N],
+            low: [0.0; N],
+        }
+    }
+}
+
+impl<const N: usize> Terms<N> {
+    /// The leaf level: `p` is separated from the leaf's point `q`.
+    #[inline(always)]
+    fn leaf(&mut self, p: &[f32], q: &[f32], score: f64) {
+        let (p, q) = (&p[..N], &q[..N]);
+        let mut gap_sum = 0.0f32;
+        for k in 0..N {
+            gap_sum += (p[k] - q[k]).abs();
+        }
+        let inv = score / f64::from(gap_sum);
+        for k in 0..N {
+            let diff = f64::from(p[k] - q[k]);
+            if diff > 0.0 {
+                self.high[k] = diff * inv;
+            } else {
+                self.low[k] = -diff * inv;
+            }
+        }
+    }
+
+    /// An ancestor whose box (`lo`, `hi`) leaves `p` outside (`Level::visit`).
+    #[inline(always)]
+    fn level(&mut self, p: &[f32], lo: &[f32], hi: &[f32], level: usize, gap: f32, span: f32) {
+        let prob = f64::from(gap) / f64::from(gap + span);
+        let (keep, inv) = (1.0 - prob, score_unseen(level) / f64::from(gap + span));
+        let (p, lo, hi) = (&p[..N], &lo[..N], &hi[..N]);
+        for k in 0..N {
+            self.high[k] = f64::from(pos(p[k] - hi[k])) * inv + keep * self.high[k];
+            self.low[k] = f64::from(pos(lo[k] - p[k])) * inv + keep * self.low[k];
+        }
     }
 }
 
