@@ -1,10 +1,13 @@
-//! The score-only climb for SIMD-packed points (`Tree::score_packed`): the
-//! hot loop of `Forest::score` at the common dimensions.
+//! The climb for SIMD-packed points without insertion planning
+//! (`Tree::score_packed`, `Tree::attribute_packed`): the hot loop of
+//! `Forest::score`, of the trees of an update that do not take the point,
+//! and of `forewarn score`'s attribution, at the common dimensions.
 //!
 //! Part of the tree walks in `rcf/`. It computes exactly what the general
-//! climb (`climb.rs`) computes for a score without attribution or insertion
-//! planning, in the same order and so with the same bits, but skips the work
-//! only those need (the leaf level's gap sum, the per-level options) and
+//! climb (`climb.rs`) computes when there is no insertion to plan, in the
+//! same order and so with the same bits, but skips the work only planning
+//! or a `Vec` of terms needs (the leaf level's gap sum for a score alone,
+//! the per-level options), keeps attribution terms in fixed arrays and
 //! reads each cached box with one bounds check.
 
 use wide::f32x4;
