@@ -1,4 +1,4 @@
-//! The point and running bounding box of a climb (`Geo`), in one of three
+//! The point and running bounding box of a climb (`Geo`), in one of two
 //! representations chosen once per point by its dimension.
 //!
 //! Part of the tree walks in `rcf/` (`climb.rs` is their user). `Packed<L, N>`
@@ -10,8 +10,8 @@
 
 use wide::f32x4;
 
-use super::boxes::{extend, gap_span, pos};
-use super::climb::attribute_level;
+use super::boxes::gap_span;
+use super::climb::attribute_terms;
 use super::point_store::PointStore;
 use super::tree::Tree;
 
@@ -20,12 +20,6 @@ pub(super) trait Geo {
     fn p(&self) -> &[f32];
     /// The box becomes the single point `q`.
     fn reset(&mut self, q: &[f32]);
-    fn add_point(&mut self, q: &[f32]);
-    /// `add_point` of the stored point `handle`.
-    #[inline(always)]
-    fn add_stored(&mut self, store: &PointStore, handle: u32) {
-        self.add_point(store.get(handle));
-    }
     /// How far `p` lies outside the running box (summed over coordinates)
     /// and the sum of the box's sides.
     fn gap_span(&self) -> (f32, f32);
@@ -37,17 +31,13 @@ pub(super) trait Geo {
     /// for the box (`lo`, `hi`): `a` holds the high terms, then the low ones.
     #[inline(always)]
     fn attribute_level(&self, a: &mut [f64], lo: &[f32], hi: &[f32], keep: f64, inv: f64) {
-        attribute_level(a, self.p(), lo, hi, keep, inv);
+        let p = self.p();
+        let (high, low) = a.split_at_mut(p.len());
+        attribute_terms(high, low, p, lo, hi, keep, inv);
     }
     /// Grows the box by the points of `tree`'s subtree at `r`, which must
     /// hold no cached box (any subtree below the cache threshold).
-    #[inline(always)]
-    fn add_subtree(&mut self, tree: &Tree, store: &PointStore, r: u16)
-    where
-        Self: Sized,
-    {
-        tree.add_leaves(store, r, self);
-    }
+    fn add_subtree(&mut self, tree: &Tree, store: &PointStore, r: u16);
     /// `tree`'s normalised score of the point, which descended to `leaf`
     /// (`None`: the tree is empty) through `path`, adding its attribution
     /// terms to `attr` if given (`Tree::score_in`).
@@ -83,8 +73,8 @@ impl Geo for Dyn<'_> {
         self.lo.copy_from_slice(q);
         self.hi.copy_from_slice(q);
     }
-    fn add_point(&mut self, q: &[f32]) {
-        extend(self.lo, self.hi, q);
+    fn add_subtree(&mut self, tree: &Tree, store: &PointStore, r: u16) {
+        tree.add_leaves(store, r, self.lo, self.hi);
     }
     fn gap_span(&self) -> (f32, f32) {
         gap_span(self.p, self.lo, self.hi)
@@ -123,8 +113,8 @@ pub(super) fn load<const L: usize, const N: usize>(x: &[f32]) -> [f32x4; L] {
     })
 }
 
-/// The gap and span sums of `p` against (`lo`, `hi`), in the order of
-/// `Fixed`'s four partial sums.
+/// The gap and span sums of `p` against (`lo`, `hi`), in the order of the
+/// four partial sums of `boxes::gap_span`.
 #[inline(always)]
 pub(super) fn gap_span_packed<const L: usize>(
     p: &[f32x4; L],
@@ -162,14 +152,6 @@ impl<const L: usize, const N: usize> Geo for Packed<L, N> {
         self.hi = q;
     }
     #[inline(always)]
-    fn add_point(&mut self, q: &[f32]) {
-        let q = load::<L, N>(q);
-        for ((lo, hi), q) in self.lo.iter_mut().zip(&mut self.hi).zip(q) {
-            *lo = lo.fast_min(q);
-            *hi = hi.fast_max(q);
-        }
-    }
-    #[inline(always)]
     fn gap_span(&self) -> (f32, f32) {
         gap_span_packed(&self.p, &self.lo, &self.hi)
     }
@@ -187,14 +169,9 @@ impl<const L: usize, const N: usize> Geo for Packed<L, N> {
     }
     #[inline(always)]
     fn attribute_level(&self, a: &mut [f64], lo: &[f32], hi: &[f32], keep: f64, inv: f64) {
-        // The same arithmetic as the slice version, over `N` known lanes.
-        let p: &[f32] = bytemuck::cast_slice(&self.p[..]);
-        let (p, lo, hi) = (&p[..N], &lo[..N], &hi[..N]);
+        // Cut to the `N` known lanes, so the loop unrolls.
         let (high, low) = a[..2 * N].split_at_mut(N);
-        for k in 0..N {
-            high[k] = f64::from(pos(p[k] - hi[k])) * inv + keep * high[k];
-            low[k] = f64::from(pos(lo[k] - p[k])) * inv + keep * low[k];
-        }
+        attribute_terms(high, low, self.p(), &lo[..N], &hi[..N], keep, inv);
     }
     #[inline(always)]
     fn add_subtree(&mut self, tree: &Tree, store: &PointStore, r: u16) {

@@ -12,9 +12,8 @@
 
 use wide::f32x4;
 
-use super::boxes::pos;
-use super::climb::{score_seen, score_unseen};
-use super::geo::{Packed, gap_span_packed, load};
+use super::climb::{attribute_terms, leaf_terms, score_seen, score_unseen};
+use super::geo::{Geo, Packed, gap_span_packed, load};
 use super::point_store::PointStore;
 use super::tree::{LEAF_BIT, NO_BOX, Tree, is_leaf};
 
@@ -83,28 +82,23 @@ impl Tree {
         let mut inside = false;
         while level > 0 {
             let n = path[level - 1];
-            let node = &self.nodes[usize::from(n)];
-            if node.mass >= self.box_min_mass {
+            let Some(sibling) = self.uncached_sibling(n, child) else {
                 break;
-            }
-            level -= 1;
-            let sibling = if node.left == child {
-                node.right
-            } else {
-                node.left
             };
+            level -= 1;
             child = n;
-            self.add_leaves_packed::<L, N>(store, sibling, &mut g.lo, &mut g.hi);
+            g.add_subtree(self, store, sibling);
             let (gap, span) = gap_span_packed(&g.p, &g.lo, &g.hi);
             if gap <= 0.0 {
                 inside = true;
                 break;
             }
+            let prob = f64::from(gap) / f64::from(gap + span);
             if ATTR {
                 let (lo, hi) = (lanes::<L, N>(&g.lo), lanes::<L, N>(&g.hi));
-                terms.level(lanes::<L, N>(&g.p), lo, hi, level, gap, span);
+                terms.level(lanes::<L, N>(&g.p), lo, hi, level, prob, gap + span);
             }
-            score = level_score(score, level, gap, span);
+            score = level_score(score, level, prob);
         }
         let width = 2 * N;
         while level > 0 && !inside {
@@ -122,10 +116,18 @@ impl Tree {
             if gap <= 0.0 {
                 break;
             }
+            let prob = f64::from(gap) / f64::from(gap + span);
             if ATTR {
-                terms.level(lanes::<L, N>(&g.p), &b[..N], &b[N..], level, gap, span);
+                terms.level(
+                    lanes::<L, N>(&g.p),
+                    &b[..N],
+                    &b[N..],
+                    level,
+                    prob,
+                    gap + span,
+                );
             }
-            score = level_score(score, level, gap, span);
+            score = level_score(score, level, prob);
         }
         if ATTR {
             let (high, low) = attr[..2 * N].split_at_mut(N);
@@ -233,38 +235,28 @@ impl<const N: usize> Terms<N> {
     #[inline(always)]
     fn leaf(&mut self, p: &[f32], q: &[f32], score: f64) {
         let (p, q) = (&p[..N], &q[..N]);
-        let mut gap_sum = 0.0f32;
-        for k in 0..N {
-            gap_sum += (p[k] - q[k]).abs();
-        }
-        let inv = score / f64::from(gap_sum);
-        for k in 0..N {
-            let diff = f64::from(p[k] - q[k]);
-            if diff > 0.0 {
-                self.high[k] = diff * inv;
-            } else {
-                self.low[k] = -diff * inv;
-            }
-        }
+        // Summed in coordinate order, as `climb.rs` sums it.
+        let gap_sum = p
+            .iter()
+            .zip(q)
+            .fold(0.0f32, |s, (&x, &y)| s + (x - y).abs());
+        leaf_terms(&mut self.high, &mut self.low, p, q, gap_sum, score);
     }
 
-    /// An ancestor whose box (`lo`, `hi`) leaves `p` outside (`Level::visit`).
+    /// An ancestor whose box (`lo`, `hi`) leaves `p` outside, with
+    /// separation probability `prob` and `gap + span` = `total`
+    /// (`Level::visit`).
     #[inline(always)]
-    fn level(&mut self, p: &[f32], lo: &[f32], hi: &[f32], level: usize, gap: f32, span: f32) {
-        let prob = f64::from(gap) / f64::from(gap + span);
-        let (keep, inv) = (1.0 - prob, score_unseen(level) / f64::from(gap + span));
-        let (p, lo, hi) = (&p[..N], &lo[..N], &hi[..N]);
-        for k in 0..N {
-            self.high[k] = f64::from(pos(p[k] - hi[k])) * inv + keep * self.high[k];
-            self.low[k] = f64::from(pos(lo[k] - p[k])) * inv + keep * self.low[k];
-        }
+    fn level(&mut self, p: &[f32], lo: &[f32], hi: &[f32], level: usize, prob: f64, total: f32) {
+        let (keep, inv) = (1.0 - prob, score_unseen(level) / f64::from(total));
+        let (high, low) = (&mut self.high, &mut self.low);
+        attribute_terms(high, low, &p[..N], &lo[..N], &hi[..N], keep, inv);
     }
 }
 
 /// One level of the score recurrence (as `Level::visit` computes it).
 #[inline(always)]
-fn level_score(below: f64, level: usize, gap: f32, span: f32) -> f64 {
-    let prob = f64::from(gap) / f64::from(gap + span);
+fn level_score(below: f64, level: usize, prob: f64) -> f64 {
     prob * score_unseen(level) + (1.0 - prob) * below
 }
 
