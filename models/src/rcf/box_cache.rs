@@ -1,14 +1,14 @@
 //! The box cache of a tree: which internal nodes keep their bounding box,
-//! where it lives, and the walk that recomputes a box from the leaves.
+//! where it lives, and how a box is recomputed.
 //!
-//! Part of the forest in `rcf/`: boxes are cached for nodes of mass at least
-//! `box_min_mass` (`tree.rs` decides when), in one dense `Vec` of slots;
-//! smaller boxes are recomputed from their few leaves on demand, which trades
-//! a little time for most of the memory a full cache would need.
+//! Part of the forest in `rcf/`: boxes are cached for nodes with at least
+//! `box_min_mass` leaves (`tree.rs` decides when), in one dense `Vec` of
+//! slots. A smaller subtree's box is the min and max over its run of leaves,
+//! which the tree keeps contiguous, so recomputing it is a scan, never a walk.
 
-use super::boxes::{extend, extend_n, merge, merge_n};
+use super::boxes::{extend, extend_n, merge};
 use super::point_store::PointStore;
-use super::tree::{LEAF_BIT, NO_BOX, Tree, is_leaf};
+use super::tree::{NO_BOX, Tree, is_leaf};
 
 /// Spare box slots a tree's cache may hold beyond its live boxes before the
 /// capacity is given back.
@@ -18,72 +18,89 @@ impl Tree {
     /// The cached box of internal node `n`, if any, as (minima, maxima).
     #[inline]
     pub(super) fn cached_box(&self, n: u16) -> Option<(&[f32], &[f32])> {
-        let slot = self.box_slot[n as usize];
+        let slot = self.box_slot[usize::from(n)];
         if slot == NO_BOX {
             return None;
         }
-        let start = slot as usize * 2 * self.dims;
+        let start = usize::from(slot) * 2 * self.dims;
         let (lo, hi) = self.boxes[start..start + 2 * self.dims].split_at(self.dims);
         Some((lo, hi))
     }
 
-    /// Grows (`bmin`, `bmax`) to cover the subtree at `r`: its cached boxes
-    /// and the points of its leaves that no cached box covers.
-    pub(super) fn union_box(&self, store: &PointStore, r: u16, bmin: &mut [f32], bmax: &mut [f32]) {
+    /// `cached_box`, writable.
+    #[inline]
+    pub(super) fn cached_box_mut(&mut self, n: u16) -> Option<(&mut [f32], &mut [f32])> {
+        let slot = self.box_slot[usize::from(n)];
+        if slot == NO_BOX {
+            return None;
+        }
+        let start = usize::from(slot) * 2 * self.dims;
+        let (lo, hi) = self.boxes[start..start + 2 * self.dims].split_at_mut(self.dims);
+        Some((lo, hi))
+    }
+
+    /// Grows (`bmin`, `bmax`) by the points of the leaves at positions
+    /// `from..to` of the leaf order.
+    pub(super) fn scan_run(
+        &self,
+        store: &PointStore,
+        from: u16,
+        to: u16,
+        bmin: &mut [f32],
+        bmax: &mut [f32],
+    ) {
+        let run = &self.leaves[usize::from(from)..usize::from(to)];
         by_dims_any!(
             self.dims,
-            union_box_n(self, store, r, bmin, bmax),
-            self.union_walk(store, r, bmin, bmax, extend, merge)
+            scan_n(store, run, bmin, bmax),
+            for &h in run {
+                extend(bmin, bmax, store.get(h));
+            }
         )
     }
 
-    /// The walk of `union_box`, with the point and box unions passed in so
-    /// that the common dimensions get fully unrolled versions.
-    #[inline(always)]
-    fn union_walk(
+    /// Grows (`bmin`, `bmax`) by the subtree at child reference `r`, whose
+    /// run is `[start, start + count)`: its cached box if it has one, else
+    /// its leaves.
+    pub(super) fn union_child(
         &self,
         store: &PointStore,
         r: u16,
+        start: u16,
+        count: u16,
         bmin: &mut [f32],
         bmax: &mut [f32],
-        extend: impl Fn(&mut [f32], &mut [f32], &[f32]),
-        merge: impl Fn(&mut [f32], &mut [f32], &[f32], &[f32]),
     ) {
-        // Explicit stack for the (small) uncached subtrees; deeper ones recurse.
-        let mut stack = [0u16; 16];
-        let mut sp = 0usize;
-        let mut cur = r;
-        loop {
-            if is_leaf(cur) {
-                extend(
-                    bmin,
-                    bmax,
-                    store.get(self.leaf_point[(cur & !LEAF_BIT) as usize]),
-                );
-            } else if let Some((lo, hi)) = self.cached_box(cur) {
+        if !is_leaf(r) {
+            if let Some((lo, hi)) = self.cached_box(r) {
                 merge(bmin, bmax, lo, hi);
-            } else {
-                let node = &self.nodes[cur as usize];
-                if sp < stack.len() {
-                    stack[sp] = node.right;
-                    sp += 1;
-                } else {
-                    self.union_box(store, node.right, bmin, bmax);
-                }
-                cur = node.left;
-                continue;
+                return;
             }
-            if sp == 0 {
-                break;
-            }
-            sp -= 1;
-            cur = stack[sp];
         }
+        self.scan_run(store, start, start + count, bmin, bmax);
     }
 
-    /// Gives node `n` a cached box computed from its children, in a new slot
-    /// at the end (slots stay dense: see `drop_box`).
-    pub(super) fn build_box(&mut self, store: &PointStore, n: u16) {
+    /// Grows (`bmin`, `bmax`) by the box of internal node `n`, whose run is
+    /// `[start, start + count)`.
+    pub(super) fn union_node(
+        &self,
+        store: &PointStore,
+        n: u16,
+        start: u16,
+        count: u16,
+        bmin: &mut [f32],
+        bmax: &mut [f32],
+    ) {
+        let node = self.nodes[usize::from(n)];
+        let ll = node.left_leaves;
+        self.union_child(store, node.left, start, ll, bmin, bmax);
+        self.union_child(store, node.right, start + ll, count - ll, bmin, bmax);
+    }
+
+    /// Gives node `n` (run `[start, start + count)`) a cached box computed
+    /// from its children, in a new slot at the end (slots stay dense: see
+    /// `drop_box`).
+    pub(super) fn build_box(&mut self, store: &PointStore, n: u16, start: u16, count: u16) {
         self.sync_box_owners();
         let width = 2 * self.dims;
         if self.boxes.len() == self.boxes.capacity() {
@@ -95,22 +112,21 @@ impl Tree {
         self.boxes.resize(self.boxes.len() + width, 0.0);
         self.box_owner.push(n);
         self.box_slot[usize::from(n)] = slot as u16;
-        self.refresh_box(store, n);
+        self.refresh_box(store, n, start, count);
     }
 
-    /// Recomputes the cached box of node `n` from its children.
-    pub(super) fn refresh_box(&mut self, store: &PointStore, n: u16) {
+    /// Recomputes the cached box of node `n` (run `[start, start + count)`)
+    /// from its children.
+    pub(super) fn refresh_box(&mut self, store: &PointStore, n: u16, start: u16, count: u16) {
         let dims = self.dims;
         let mut tmp = std::mem::take(&mut self.tmp);
         tmp.clear();
         tmp.resize(dims, f32::INFINITY);
         tmp.resize(2 * dims, f32::NEG_INFINITY);
-        let i = n as usize;
         let (bmin, bmax) = tmp.split_at_mut(dims);
-        self.union_box(store, self.nodes[i].left, bmin, bmax);
-        self.union_box(store, self.nodes[i].right, bmin, bmax);
-        let start = self.box_slot[i] as usize * 2 * dims;
-        self.boxes[start..start + 2 * dims].copy_from_slice(&tmp);
+        self.union_node(store, n, start, count, bmin, bmax);
+        let at = usize::from(self.box_slot[usize::from(n)]) * 2 * dims;
+        self.boxes[at..at + 2 * dims].copy_from_slice(&tmp);
         self.tmp = tmp;
     }
 
@@ -172,12 +188,8 @@ impl Tree {
     }
 }
 
-fn union_box_n<const N: usize>(
-    tree: &Tree,
-    store: &PointStore,
-    r: u16,
-    bmin: &mut [f32],
-    bmax: &mut [f32],
-) {
-    tree.union_walk(store, r, bmin, bmax, extend_n::<N>, merge_n::<N>);
+fn scan_n<const N: usize>(store: &PointStore, run: &[u32], bmin: &mut [f32], bmax: &mut [f32]) {
+    for &h in run {
+        extend_n::<N>(bmin, bmax, store.get(h));
+    }
 }

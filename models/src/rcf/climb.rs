@@ -7,15 +7,15 @@
 //! box come wrapped in a `Geo` (`geo.rs`: SIMD registers for the common
 //! dimensions, one monomorphised climb each; slices otherwise), and a score
 //! without attribution or planning takes the leaner `kernel.rs`. Below the
-//! box cache threshold every node is uncached (masses shrink downwards), so
-//! the boxes of the bottom levels grow by a plain leaf walk of each sibling
-//! subtree, which never looks for cached boxes.
+//! box cache threshold every node is uncached (leaf counts shrink
+//! downwards), so the boxes of the bottom levels grow by scanning each
+//! sibling's run of leaves, which the tree keeps contiguous.
 
-use super::boxes::{extend, pos};
+use super::boxes::pos;
 use super::geo::{Dyn, Geo, Packed};
 use super::point_store::PointStore;
-use super::traversal::{Climb, Plan, draw_cut};
-use super::tree::{LEAF_BIT, Tree, is_leaf};
+use super::traversal::{Climb, Path, Plan, draw_cut};
+use super::tree::Tree;
 use crate::rng::Xoshiro256PlusPlus;
 
 /// `1 / (k + 1)` for the depths of ordinary trees (saves a division per
@@ -46,7 +46,6 @@ pub(super) fn score_unseen(depth: usize) -> f64 {
 
 /// What a climb accumulates level by level.
 struct Level<'a, 'r> {
-    leaf: u16,
     /// Unnormalised score so far.
     score: f64,
     /// Unnormalised attribution so far (high then low), if wanted.
@@ -71,7 +70,6 @@ impl Level<'_, '_> {
             if r.next_f64() < prob {
                 let (cut_dim, cut_value) = draw_cut(p, lo, hi, gap, r);
                 self.plan = Plan::Split {
-                    leaf: self.leaf,
                     level,
                     cut_dim,
                     cut_value,
@@ -126,63 +124,37 @@ pub(super) fn leaf_terms(
 
 impl Tree {
     /// Scores `p` against this tree (normalised) and, given `rng`, plans its
-    /// insertion, climbing from `leaf` (`None` for an empty tree) reached
-    /// through `path`. `attr`, if given, receives `2 * dims` attribution terms
-    /// (high then low) that are *added* to, already normalised.
-    #[allow(clippy::too_many_arguments)]
+    /// insertion, climbing back along `path` (`None` for an empty tree).
+    /// `attr`, if given, receives `2 * dims` attribution terms (high then
+    /// low) that are *added* to, already normalised.
     pub(super) fn climb(
         &self,
         store: &PointStore,
         p: &[f32],
-        leaf: Option<u16>,
-        path: &[u16],
+        path: Option<Path<'_>>,
         c: &mut Climb,
         attr: Option<&mut [f64]>,
         rng: Option<&mut Xoshiro256PlusPlus>,
     ) -> (f64, Plan) {
-        let Some(leaf) = leaf else {
+        let Some(path) = path else {
             return (0.0, Plan::Empty);
         };
         match self.dims {
-            2 => self.climb_in(&mut Packed::<1, 2>::new(p), store, leaf, path, c, attr, rng),
-            3 => self.climb_in(&mut Packed::<1, 3>::new(p), store, leaf, path, c, attr, rng),
-            4 => self.climb_in(&mut Packed::<1, 4>::new(p), store, leaf, path, c, attr, rng),
-            6 => self.climb_in(&mut Packed::<2, 6>::new(p), store, leaf, path, c, attr, rng),
-            8 => self.climb_in(&mut Packed::<2, 8>::new(p), store, leaf, path, c, attr, rng),
-            12 => self.climb_in(
-                &mut Packed::<3, 12>::new(p),
-                store,
-                leaf,
-                path,
-                c,
-                attr,
-                rng,
-            ),
-            16 => self.climb_in(
-                &mut Packed::<4, 16>::new(p),
-                store,
-                leaf,
-                path,
-                c,
-                attr,
-                rng,
-            ),
-            32 => self.climb_in(
-                &mut Packed::<8, 32>::new(p),
-                store,
-                leaf,
-                path,
-                c,
-                attr,
-                rng,
-            ),
+            2 => self.climb_in(&mut Packed::<1, 2>::new(p), store, path, c, attr, rng),
+            3 => self.climb_in(&mut Packed::<1, 3>::new(p), store, path, c, attr, rng),
+            4 => self.climb_in(&mut Packed::<1, 4>::new(p), store, path, c, attr, rng),
+            6 => self.climb_in(&mut Packed::<2, 6>::new(p), store, path, c, attr, rng),
+            8 => self.climb_in(&mut Packed::<2, 8>::new(p), store, path, c, attr, rng),
+            12 => self.climb_in(&mut Packed::<3, 12>::new(p), store, path, c, attr, rng),
+            16 => self.climb_in(&mut Packed::<4, 16>::new(p), store, path, c, attr, rng),
+            32 => self.climb_in(&mut Packed::<8, 32>::new(p), store, path, c, attr, rng),
             _ => {
                 let mut g = Dyn {
                     p,
                     lo: &mut c.bmin[..],
                     hi: &mut c.bmax[..],
                 };
-                self.climb_with(&mut g, store, leaf, path, &mut c.attr, attr, rng)
+                self.climb_with(&mut g, store, path, &mut c.attr, attr, rng)
             }
         }
     }
@@ -194,65 +166,58 @@ impl Tree {
         &self,
         g: &mut G,
         store: &PointStore,
-        leaf: Option<u16>,
-        path: &[u16],
+        path: Option<Path<'_>>,
         tree_attr: &mut Vec<f64>,
         attr: Option<&mut [f64]>,
     ) -> f64 {
-        match leaf {
-            Some(leaf) => {
-                self.climb_with(g, store, leaf, path, tree_attr, attr, None)
-                    .0
-            }
+        match path {
+            Some(path) => self.climb_with(g, store, path, tree_attr, attr, None).0,
             None => 0.0,
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn climb_in<G: Geo>(
         &self,
         g: &mut G,
         store: &PointStore,
-        leaf: u16,
-        path: &[u16],
+        path: Path<'_>,
         c: &mut Climb,
         attr: Option<&mut [f64]>,
         rng: Option<&mut Xoshiro256PlusPlus>,
     ) -> (f64, Plan) {
         if rng.is_none() {
             // No insertion to plan: the geometry's own (possibly faster) climb.
-            let score = g.score_tree(self, store, Some(leaf), path, &mut c.attr, attr);
+            let score = g.score_tree(self, store, Some(path), &mut c.attr, attr);
             return (score, Plan::Empty);
         }
-        self.climb_with(g, store, leaf, path, &mut c.attr, attr, rng)
+        self.climb_with(g, store, path, &mut c.attr, attr, rng)
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn climb_with<G: Geo>(
         &self,
         g: &mut G,
         store: &PointStore,
-        leaf: u16,
-        path: &[u16],
+        path: Path<'_>,
         tree_attr: &mut Vec<f64>,
         attr: Option<&mut [f64]>,
         rng: Option<&mut Xoshiro256PlusPlus>,
     ) -> (f64, Plan) {
         let dims = self.dims;
-        let depth = path.len();
+        let depth = path.depth();
         let norm = self.norm();
-        let q = store.get(self.leaf_point[leaf as usize]);
+        let leaf = path.leaf;
+        let q = self.leaf_point(store, leaf);
         if q == g.p() {
-            let mass = self.leaf_mass[leaf as usize];
+            let mass = self.masses[usize::from(leaf)];
             let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
             let score = damp * score_seen(depth, mass) * norm;
             if let Some(a) = attr {
                 let share = score / (2 * dims) as f64;
                 a.iter_mut().for_each(|x| *x += share);
             }
-            return (score, Plan::Duplicate { leaf });
+            return (score, Plan::Duplicate);
         }
         g.reset(q);
         let p = g.p();
@@ -274,34 +239,35 @@ impl Tree {
         if let Some(r) = rng.as_deref_mut() {
             let (cut_dim, cut_value) = draw_cut(p, q, q, gap_sum, r);
             plan = Plan::Split {
-                leaf,
                 level: depth,
                 cut_dim,
                 cut_value,
             };
         }
         let mut acc = Level {
-            leaf,
             score,
             attr: with_attr.then_some(&mut tree_attr[..]),
             rng,
             plan,
         };
-        // Masses grow upwards and a node caches its box iff its mass reaches
-        // `box_min_mass`, so the path splits into an uncached bottom part,
-        // whose box grows by each sibling subtree's leaves, and a cached top
-        // part read in place.
-        let mut child = leaf | LEAF_BIT;
+        // Leaf counts grow upwards and a node caches its box iff its count
+        // reaches `box_min_mass`, so the path splits into an uncached bottom
+        // part, whose box grows by each sibling's run of leaves (the run of
+        // the node less the run of the child already in the box), and a
+        // cached top part read in place.
+        let (mut from, mut to) = (leaf, leaf + 1);
         let mut level = depth;
         let mut inside = false;
         while level > 0 {
-            let n = path[level - 1];
-            let Some(sibling) = self.uncached_sibling(n, child) else {
+            let count = path.counts[level - 1];
+            if count >= self.box_min_mass {
                 break;
-            };
+            }
             level -= 1;
-            child = n;
-            g.add_subtree(self, store, sibling);
+            let start = path.starts[level];
+            g.add_run(self, store, start, from);
+            g.add_run(self, store, to, start + count);
+            (from, to) = (start, start + count);
             let (gap, span) = g.gap_span();
             if gap <= 0.0 {
                 inside = true;
@@ -312,7 +278,7 @@ impl Tree {
         if !inside {
             while level > 0 {
                 level -= 1;
-                let n = path[level];
+                let n = path.nodes[level];
                 match self.cached_box(n) {
                     Some((lo, hi)) => {
                         let (gap, span) = g.gap_span_of(lo, hi);
@@ -323,10 +289,9 @@ impl Tree {
                     }
                     None => {
                         // Unreachable for a consistent tree (checked on restore).
-                        let node = &self.nodes[n as usize];
                         let (mut lo, mut hi) = (g.lo().to_vec(), g.hi().to_vec());
-                        self.union_box(store, node.left, &mut lo, &mut hi);
-                        self.union_box(store, node.right, &mut lo, &mut hi);
+                        let (start, count) = (path.starts[level], path.counts[level]);
+                        self.union_node(store, n, start, count, &mut lo, &mut hi);
                         let (gap, span) = g.gap_span_of(&lo, &hi);
                         if gap <= 0.0 {
                             break;
@@ -343,64 +308,5 @@ impl Tree {
             }
         }
         (score * norm, plan)
-    }
-
-    /// Grows the box (`lo`, `hi`) by the points of the subtree at `r`, which
-    /// must hold no cached box (any subtree below the cache threshold). The
-    /// slice version of `add_leaves_packed` (`kernel.rs`), which keeps its
-    /// box in registers; sharing one walk through a closure cost the packed
-    /// score 9 % more instructions (callgrind).
-    #[inline(always)]
-    pub(super) fn add_leaves(&self, store: &PointStore, r: u16, lo: &mut [f32], hi: &mut [f32]) {
-        let mut stack = [0u16; 16];
-        let mut sp = 0usize;
-        let mut cur = r;
-        loop {
-            if is_leaf(cur) {
-                extend(
-                    lo,
-                    hi,
-                    store.get(self.leaf_point[usize::from(cur & !LEAF_BIT)]),
-                );
-                if sp == 0 {
-                    break;
-                }
-                sp -= 1;
-                cur = stack[sp];
-            } else {
-                let node = &self.nodes[usize::from(cur)];
-                if sp < stack.len() {
-                    stack[sp] = node.right;
-                    sp += 1;
-                } else {
-                    self.add_leaves_deep(store, node.right, lo, hi);
-                }
-                cur = node.left;
-            }
-        }
-    }
-
-    /// `add_leaves` for the rare subtree deeper than its explicit stack.
-    #[inline(never)]
-    fn add_leaves_deep(&self, store: &PointStore, r: u16, lo: &mut [f32], hi: &mut [f32]) {
-        self.add_leaves(store, r, lo, hi);
-    }
-
-    /// The sibling of `child` under node `n` if `n` is below the box cache
-    /// threshold (`None`: `n` caches its box, the climb's top part starts).
-    /// Masses grow upwards and a node caches its box iff its mass reaches
-    /// `box_min_mass`: the same test as "has a cached box" for a consistent
-    /// tree, without another load; the cached part copes with a missing box.
-    #[inline(always)]
-    pub(super) fn uncached_sibling(&self, n: u16, child: u16) -> Option<u16> {
-        let node = &self.nodes[usize::from(n)];
-        if node.mass >= self.box_min_mass {
-            return None;
-        }
-        Some(if node.left == child {
-            node.right
-        } else {
-            node.left
-        })
     }
 }

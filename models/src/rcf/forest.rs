@@ -79,7 +79,6 @@ impl Group {
             s.lanes
                 .descend(trees, p, |k| step.score || accs[k].is_some());
             for (k, tree) in trees.iter_mut().enumerate() {
-                let leaf = s.lanes.leaf(k);
                 let path = s.lanes.path(k);
                 let a = want_attr.then(|| {
                     terms.fill(0.0);
@@ -87,45 +86,42 @@ impl Group {
                 });
                 let Some(acc) = accs[k] else {
                     if step.score {
-                        let score = tree.climb(&self.store, p, leaf, path, &mut s.climb, a, None);
+                        let score = tree.climb(&self.store, p, path, &mut s.climb, a, None);
                         sink(score.0, &terms);
                     }
                     continue;
                 };
                 let mut rng = tree.rng.clone();
                 let (score, plan) =
-                    tree.climb(&self.store, p, leaf, path, &mut s.climb, a, Some(&mut rng));
+                    tree.climb(&self.store, p, path, &mut s.climb, a, Some(&mut rng));
                 tree.rng = rng;
                 if step.score {
                     sink(score, &terms);
                 }
                 let h = *handle.get_or_insert_with(|| self.store.add(p));
-                let leaf = match plan {
-                    Plan::Empty => tree.insert_root(&mut self.store, h),
-                    Plan::Duplicate { leaf } => {
-                        tree.insert_duplicate(&self.store, path, leaf, p);
-                        leaf
+                // The handle the sample entry refers to: the leaf's point.
+                let kept = match (plan, path) {
+                    (Plan::Duplicate, Some(path)) => tree.insert_duplicate(path),
+                    (
+                        Plan::Split {
+                            level,
+                            cut_dim,
+                            cut_value,
+                        },
+                        Some(path),
+                    ) => {
+                        tree.insert_split(&mut self.store, path, level, cut_dim, cut_value, h, p);
+                        h
                     }
-                    Plan::Split {
-                        leaf,
-                        level,
-                        cut_dim,
-                        cut_value,
-                    } => tree.insert_split(
-                        &mut self.store,
-                        path,
-                        leaf,
-                        level,
-                        cut_dim,
-                        cut_value,
-                        h,
-                        p,
-                    ),
+                    _ => {
+                        tree.insert_root(&mut self.store, h);
+                        h
+                    }
                 };
                 if let Some(evicted) = acc.evict {
                     tree.delete(&mut self.store, evicted, &mut s.path, &mut s.q);
                 }
-                tree.sampler.commit(step.t, acc, leaf, &mut tree.rng);
+                tree.sampler.commit(step.t, acc, kept, &mut tree.rng);
             }
         }
         if let Some(h) = handle {
@@ -177,9 +173,8 @@ impl Group {
         for trees in self.trees.chunks(LANES) {
             lanes.descend(trees, g.p(), |_| true);
             for (k, tree) in trees.iter().enumerate() {
-                let (leaf, path) = (lanes.leaf(k), lanes.path(k));
                 let a = attr.as_deref_mut();
-                *total += g.score_tree(tree, &self.store, leaf, path, tree_attr, a);
+                *total += g.score_tree(tree, &self.store, lanes.path(k), tree_attr, a);
             }
         }
     }
@@ -439,7 +434,11 @@ impl Forest {
                         reason: "tree structure is invalid",
                     });
                 }
-                t.count_refs(&mut refs);
+                if !t.count_refs(&mut refs) {
+                    return Err(RcfError::CorruptSnapshot {
+                        reason: "a leaf names no stored point",
+                    });
+                }
             }
             if !g.store.check_refs(&refs) {
                 return Err(RcfError::CorruptSnapshot {

@@ -13,6 +13,7 @@ use wide::f32x4;
 use super::boxes::gap_span;
 use super::climb::attribute_terms;
 use super::point_store::PointStore;
+use super::traversal::Path;
 use super::tree::Tree;
 
 /// The scored point and the running bounding box of a climb.
@@ -35,26 +36,25 @@ pub(super) trait Geo {
         let (high, low) = a.split_at_mut(p.len());
         attribute_terms(high, low, p, lo, hi, keep, inv);
     }
-    /// Grows the box by the points of `tree`'s subtree at `r`, which must
-    /// hold no cached box (any subtree below the cache threshold).
-    fn add_subtree(&mut self, tree: &Tree, store: &PointStore, r: u16);
-    /// `tree`'s normalised score of the point, which descended to `leaf`
-    /// (`None`: the tree is empty) through `path`, adding its attribution
-    /// terms to `attr` if given (`Tree::score_in`).
+    /// Grows the box by the points of `tree`'s leaves at positions
+    /// `from..to` of its leaf order.
+    fn add_run(&mut self, tree: &Tree, store: &PointStore, from: u16, to: u16);
+    /// `tree`'s normalised score of the point, which descended along `path`
+    /// (`None`: the tree is empty), adding its attribution terms to `attr`
+    /// if given (`Tree::score_in`).
     #[inline(always)]
     fn score_tree(
         &mut self,
         tree: &Tree,
         store: &PointStore,
-        leaf: Option<u16>,
-        path: &[u16],
+        path: Option<Path<'_>>,
         tree_attr: &mut Vec<f64>,
         attr: Option<&mut [f64]>,
     ) -> f64
     where
         Self: Sized,
     {
-        tree.score_in(self, store, leaf, path, tree_attr, attr)
+        tree.score_in(self, store, path, tree_attr, attr)
     }
 }
 
@@ -73,8 +73,8 @@ impl Geo for Dyn<'_> {
         self.lo.copy_from_slice(q);
         self.hi.copy_from_slice(q);
     }
-    fn add_subtree(&mut self, tree: &Tree, store: &PointStore, r: u16) {
-        tree.add_leaves(store, r, self.lo, self.hi);
+    fn add_run(&mut self, tree: &Tree, store: &PointStore, from: u16, to: u16) {
+        tree.scan_run(store, from, to, self.lo, self.hi);
     }
     fn gap_span(&self) -> (f32, f32) {
         gap_span(self.p, self.lo, self.hi)
@@ -174,23 +174,22 @@ impl<const L: usize, const N: usize> Geo for Packed<L, N> {
         attribute_terms(high, low, self.p(), &lo[..N], &hi[..N], keep, inv);
     }
     #[inline(always)]
-    fn add_subtree(&mut self, tree: &Tree, store: &PointStore, r: u16) {
-        tree.add_leaves_packed::<L, N>(store, r, &mut self.lo, &mut self.hi);
+    fn add_run(&mut self, tree: &Tree, store: &PointStore, from: u16, to: u16) {
+        tree.add_run_packed::<L, N>(store, from, to, &mut self.lo, &mut self.hi);
     }
     #[inline(always)]
     fn score_tree(
         &mut self,
         tree: &Tree,
         store: &PointStore,
-        leaf: Option<u16>,
-        path: &[u16],
+        path: Option<Path<'_>>,
         tree_attr: &mut Vec<f64>,
         attr: Option<&mut [f64]>,
     ) -> f64 {
-        match (leaf, attr) {
-            (Some(leaf), None) => tree.score_packed(self, store, leaf, path),
-            (Some(leaf), Some(a)) => tree.attribute_packed(self, store, leaf, path, a),
-            (None, attr) => tree.score_in(self, store, None, path, tree_attr, attr),
+        match (path, attr) {
+            (Some(path), None) => tree.score_packed(self, store, path),
+            (Some(path), Some(a)) => tree.attribute_packed(self, store, path, a),
+            (None, attr) => tree.score_in(self, store, None, tree_attr, attr),
         }
     }
 }

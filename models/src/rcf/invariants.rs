@@ -3,7 +3,13 @@
 //! long runs of inserts and deletes.
 
 use super::point_store::PointStore;
-use super::tree::{LEAF_BIT, NONE, Tree, is_leaf};
+use super::tree::{NO_BOX, NONE, Tree, is_leaf};
+
+/// What a subtree check reports: its bounding box.
+struct Sub {
+    lo: Vec<f32>,
+    hi: Vec<f32>,
+}
 
 impl Tree {
     /// True if `box_owner` (when built) names, for every slot, the node
@@ -19,128 +25,131 @@ impl Tree {
                     .all(|(s, &n)| self.box_slot.get(usize::from(n)).copied() == Some(s as u16)))
     }
 
-    /// True if masses, cached boxes, cuts, free lists and the sampler agree.
+    /// True if runs, left-leaf counts, cached boxes, cuts, the free list and
+    /// the sampler agree.
     pub(crate) fn check_structure(&self, store: &PointStore) -> bool {
         let nodes = self.nodes.len();
-        let arrays_ok = self.leaf_point.len() == nodes + 1
-            && self.box_slot.len() == nodes
-            && self.leaf_mass.len() == nodes + 1
+        let leaves = self.leaves.len();
+        let arrays_ok = self.box_slot.len() == nodes
+            && self.masses.len() == leaves
+            && leaves <= nodes + 1
             && self.boxes.len() % (2 * self.dims).max(1) == 0;
         if !arrays_ok || !self.box_owners_agree() {
             return false;
         }
-        let mut leaf_seen = vec![0u16; nodes + 1];
         let mut visited = 0usize;
-        let total = if self.root == NONE {
-            Some(0)
-        } else {
-            let mut bmin = vec![f32::INFINITY; self.dims];
-            let mut bmax = vec![f32::NEG_INFINITY; self.dims];
-            self.check_node(
-                store,
-                self.root,
-                &mut bmin,
-                &mut bmax,
-                &mut leaf_seen,
-                &mut visited,
-            )
+        let shape_ok = match leaves {
+            0 => self.root == super::tree::LEAF,
+            _ => self
+                .check_sub(store, self.root, 0, leaves as u16, &mut visited)
+                .is_some(),
         };
-        let Some(total) = total else { return false };
-        if total != self.sampler.len() {
-            return false;
+        // Every node is either in the tree or on the free list.
+        shape_ok && visited + 1 == leaves.max(1) && self.free_nodes() == Some(nodes - visited) && {
+            self.sampler_matches_leaves()
         }
-        let mut from_sampler = vec![0u16; nodes + 1];
-        for &l in self.sampler.leaves() {
-            match from_sampler.get_mut(l as usize) {
-                Some(c) => *c += 1,
-                None => return false,
-            }
-        }
-        from_sampler == leaf_seen
     }
 
-    /// Checks the subtree at `r`, growing (`bmin`, `bmax`) by its points;
-    /// returns its mass.
-    fn check_node(
+    /// Length of the free-node list, or `None` if it is malformed.
+    fn free_nodes(&self) -> Option<usize> {
+        let mut n = self.free_node;
+        let mut len = 0;
+        while n != NONE {
+            len += 1;
+            if len > self.nodes.len() {
+                return None;
+            }
+            n = self.nodes.get(usize::from(n))?.left;
+        }
+        Some(len)
+    }
+
+    /// Each leaf's mass equals the number of sample entries naming its point,
+    /// and the sample names no other point.
+    fn sampler_matches_leaves(&self) -> bool {
+        let mut from_leaves: Vec<(u32, u16)> = self
+            .leaves
+            .iter()
+            .copied()
+            .zip(self.masses.iter().copied())
+            .collect();
+        from_leaves.sort_unstable();
+        let mut from_sampler: Vec<u32> = self.sampler.points().to_vec();
+        from_sampler.sort_unstable();
+        let mut expanded = Vec::with_capacity(from_sampler.len());
+        for w in from_leaves.windows(2) {
+            if w[0].0 == w[1].0 {
+                return false; // one point in two leaves
+            }
+        }
+        for &(h, m) in &from_leaves {
+            expanded.extend(std::iter::repeat_n(h, usize::from(m)));
+        }
+        expanded == from_sampler
+    }
+
+    /// Checks the subtree at child reference `r` whose run is `[start,
+    /// start + count)`; returns its box. Counts internal nodes in `visited`.
+    fn check_sub(
         &self,
         store: &PointStore,
         r: u16,
-        bmin: &mut [f32],
-        bmax: &mut [f32],
-        leaf_seen: &mut [u16],
+        start: u16,
+        count: u16,
         visited: &mut usize,
-    ) -> Option<usize> {
-        *visited += 1;
-        if *visited > 2 * self.nodes.len() + 2 {
-            return None; // a cycle
-        }
+    ) -> Option<Sub> {
         if is_leaf(r) {
-            let l = (r & !LEAF_BIT) as usize;
-            let handle = *self.leaf_point.get(l)?;
-            let mass = self.leaf_mass[l];
-            if mass == 0 || leaf_seen[l] != 0 {
+            if count != 1 || *self.masses.get(usize::from(start))? == 0 {
                 return None;
             }
-            leaf_seen[l] = mass;
-            let q = store.try_get(handle)?;
+            let q = store.try_get(*self.leaves.get(usize::from(start))?)?;
             if q.iter().any(|x| !x.is_finite()) {
                 return None;
             }
-            super::boxes::extend(bmin, bmax, q);
-            return Some(usize::from(mass));
+            return Some(Sub {
+                lo: q.to_vec(),
+                hi: q.to_vec(),
+            });
         }
-        let i = r as usize;
-        if i >= self.nodes.len() {
+        *visited += 1;
+        let node = *self.nodes.get(usize::from(r))?;
+        if *visited > self.nodes.len() || count < 2 {
+            return None; // a cycle, or a run too short for a node
+        }
+        let ll = node.left_leaves;
+        if ll == 0 || ll >= count {
             return None;
         }
-        let dims = self.dims;
-        let (mut lmin, mut lmax) = (vec![f32::INFINITY; dims], vec![f32::NEG_INFINITY; dims]);
-        let (mut rmin, mut rmax) = (vec![f32::INFINITY; dims], vec![f32::NEG_INFINITY; dims]);
-        let lm = self.check_node(
-            store,
-            self.nodes[i].left,
-            &mut lmin,
-            &mut lmax,
-            leaf_seen,
-            visited,
-        )?;
-        let rm = self.check_node(
-            store,
-            self.nodes[i].right,
-            &mut rmin,
-            &mut rmax,
-            leaf_seen,
-            visited,
-        )?;
-        let d = usize::from(self.nodes[i].cut_dim);
-        let cut = self.nodes[i].cut_value;
-        if d >= dims || !(lmax[d] <= cut && rmin[d] > cut) {
+        let left = self.check_sub(store, node.left, start, ll, visited)?;
+        let right = self.check_sub(store, node.right, start + ll, count - ll, visited)?;
+        let d = usize::from(node.cut_dim);
+        if d >= self.dims || !(left.hi[d] <= node.cut_value && right.lo[d] > node.cut_value) {
             return None;
         }
-        let mass = lm + rm;
-        if usize::from(self.nodes[i].mass) != mass {
+        let lo: Vec<f32> = left
+            .lo
+            .iter()
+            .zip(&right.lo)
+            .map(|(a, b)| a.min(*b))
+            .collect();
+        let hi: Vec<f32> = left
+            .hi
+            .iter()
+            .zip(&right.hi)
+            .map(|(a, b)| a.max(*b))
+            .collect();
+        let slot = self.box_slot[usize::from(r)];
+        if (count >= self.box_min_mass) != (slot != NO_BOX) {
             return None;
         }
-        for k in 0..dims {
-            lmin[k] = lmin[k].min(rmin[k]);
-            lmax[k] = lmax[k].max(rmax[k]);
-        }
-        let should_cache = mass >= usize::from(self.box_min_mass);
-        let slot = self.box_slot[i];
-        if should_cache != (slot != u16::MAX) {
-            return None;
-        }
-        if should_cache {
-            let start = usize::from(slot) * 2 * dims;
-            let cached = self.boxes.get(start..start + 2 * dims)?;
-            if cached[..dims] != lmin[..] || cached[dims..] != lmax[..] {
+        if slot != NO_BOX {
+            let dims = self.dims;
+            let at = usize::from(slot) * 2 * dims;
+            let cached = self.boxes.get(at..at + 2 * dims)?;
+            if cached[..dims] != lo[..] || cached[dims..] != hi[..] {
                 return None;
             }
         }
-        for k in 0..dims {
-            bmin[k] = bmin[k].min(lmin[k]);
-            bmax[k] = bmax[k].max(lmax[k]);
-        }
-        Some(mass)
+        Some(Sub { lo, hi })
     }
 }

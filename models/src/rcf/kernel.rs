@@ -13,22 +13,21 @@
 use wide::f32x4;
 
 use super::climb::{attribute_terms, leaf_terms, score_seen, score_unseen};
-use super::geo::{Geo, Packed, gap_span_packed, load};
+use super::geo::{Packed, gap_span_packed, load};
 use super::point_store::PointStore;
-use super::tree::{LEAF_BIT, NO_BOX, Tree, is_leaf};
+use super::traversal::Path;
+use super::tree::{NO_BOX, Tree};
 
 impl Tree {
-    /// The normalised score of `g`'s point, which descended to `leaf`
-    /// through `path`.
+    /// The normalised score of `g`'s point, which descended along `path`.
     #[inline(always)]
     pub(super) fn score_packed<const L: usize, const N: usize>(
         &self,
         g: &mut Packed<L, N>,
         store: &PointStore,
-        leaf: u16,
-        path: &[u16],
+        path: Path<'_>,
     ) -> f64 {
-        self.climb_packed::<L, N, false>(g, store, leaf, path, &mut [])
+        self.climb_packed::<L, N, false>(g, store, path, &mut [])
     }
 
     /// `score_packed` that also adds the score's attribution terms, already
@@ -38,11 +37,10 @@ impl Tree {
         &self,
         g: &mut Packed<L, N>,
         store: &PointStore,
-        leaf: u16,
-        path: &[u16],
+        path: Path<'_>,
         attr: &mut [f64],
     ) -> f64 {
-        self.climb_packed::<L, N, true>(g, store, leaf, path, attr)
+        self.climb_packed::<L, N, true>(g, store, path, attr)
     }
 
     /// The climb of `score_packed` (`ATTR` false: `attr` is not touched) and
@@ -52,15 +50,15 @@ impl Tree {
         &self,
         g: &mut Packed<L, N>,
         store: &PointStore,
-        leaf: u16,
-        path: &[u16],
+        path: Path<'_>,
         attr: &mut [f64],
     ) -> f64 {
-        let depth = path.len();
+        let depth = path.depth();
         let norm = self.norm();
-        let q = load::<L, N>(store.get(self.leaf_point[usize::from(leaf)]));
+        let leaf = path.leaf;
+        let q = load::<L, N>(self.leaf_point(store, leaf));
         if q == g.p {
-            let mass = self.leaf_mass[usize::from(leaf)];
+            let mass = self.masses[usize::from(leaf)];
             let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
             let score = damp * score_seen(depth, mass) * norm;
             if ATTR {
@@ -76,18 +74,21 @@ impl Tree {
         if ATTR {
             terms.leaf(lanes::<L, N>(&g.p), lanes::<L, N>(&q), score);
         }
-        let mut child = leaf | LEAF_BIT;
+        // The uncached bottom of the path (see `climb.rs`): each level adds
+        // its sibling's run of leaves to the box.
+        let (mut from, mut to) = (leaf, leaf + 1);
         let mut level = depth;
-        // The uncached bottom of the path (see `climb.rs`).
         let mut inside = false;
         while level > 0 {
-            let n = path[level - 1];
-            let Some(sibling) = self.uncached_sibling(n, child) else {
+            let count = path.counts[level - 1];
+            if count >= self.box_min_mass {
                 break;
-            };
+            }
             level -= 1;
-            child = n;
-            g.add_subtree(self, store, sibling);
+            let start = path.starts[level];
+            self.add_run_packed::<L, N>(store, start, from, &mut g.lo, &mut g.hi);
+            self.add_run_packed::<L, N>(store, to, start + count, &mut g.lo, &mut g.hi);
+            (from, to) = (start, start + count);
             let (gap, span) = gap_span_packed(&g.p, &g.lo, &g.hi);
             if gap <= 0.0 {
                 inside = true;
@@ -103,11 +104,11 @@ impl Tree {
         let width = 2 * N;
         while level > 0 && !inside {
             level -= 1;
-            let n = path[level];
+            let n = path.nodes[level];
             let slot = self.box_slot[usize::from(n)];
             if slot == NO_BOX {
                 // Unreachable for a consistent tree (checked on restore).
-                return self.score_general(g, store, leaf, path, ATTR.then_some(attr));
+                return self.score_general(g, store, path, ATTR.then_some(attr));
             }
             let start = usize::from(slot) * width;
             let b = &self.boxes[start..start + width];
@@ -139,59 +140,26 @@ impl Tree {
         score * norm
     }
 
-    /// Grows the box (`lo`, `hi`) by the points of the subtree at `r`, which
-    /// must hold no cached box (`Tree::add_leaves` with the box kept in
-    /// registers for the whole walk, not stored and reloaded per leaf).
+    /// Grows the box (`lo`, `hi`) by the points of the leaves at positions
+    /// `from..to` (`Tree::scan_run` with the box kept in registers).
     #[inline(always)]
-    pub(super) fn add_leaves_packed<const L: usize, const N: usize>(
+    pub(super) fn add_run_packed<const L: usize, const N: usize>(
         &self,
         store: &PointStore,
-        r: u16,
+        from: u16,
+        to: u16,
         lo: &mut [f32x4; L],
         hi: &mut [f32x4; L],
     ) {
         let (mut l, mut h) = (*lo, *hi);
-        let mut stack = [0u16; 16];
-        let mut sp = 0usize;
-        let mut cur = r;
-        loop {
-            if is_leaf(cur) {
-                let q = load::<L, N>(store.get(self.leaf_point[usize::from(cur & !LEAF_BIT)]));
-                for i in 0..L {
-                    l[i] = l[i].fast_min(q[i]);
-                    h[i] = h[i].fast_max(q[i]);
-                }
-                if sp == 0 {
-                    break;
-                }
-                sp -= 1;
-                cur = stack[sp];
-            } else {
-                let node = &self.nodes[usize::from(cur)];
-                if sp < stack.len() {
-                    stack[sp] = node.right;
-                    sp += 1;
-                } else {
-                    (*lo, *hi) = (l, h);
-                    self.add_leaves_packed_deep::<L, N>(store, node.right, lo, hi);
-                    (l, h) = (*lo, *hi);
-                }
-                cur = node.left;
+        for &handle in &self.leaves[usize::from(from)..usize::from(to)] {
+            let q = load::<L, N>(store.get(handle));
+            for i in 0..L {
+                l[i] = l[i].fast_min(q[i]);
+                h[i] = h[i].fast_max(q[i]);
             }
         }
         (*lo, *hi) = (l, h);
-    }
-
-    /// `add_leaves_packed` for the rare subtree deeper than its stack.
-    #[inline(never)]
-    fn add_leaves_packed_deep<const L: usize, const N: usize>(
-        &self,
-        store: &PointStore,
-        r: u16,
-        lo: &mut [f32x4; L],
-        hi: &mut [f32x4; L],
-    ) {
-        self.add_leaves_packed::<L, N>(store, r, lo, hi);
     }
 
     #[cold]
@@ -199,12 +167,11 @@ impl Tree {
         &self,
         g: &mut Packed<L, N>,
         store: &PointStore,
-        leaf: u16,
-        path: &[u16],
+        path: Path<'_>,
         attr: Option<&mut [f64]>,
     ) -> f64 {
         let mut terms = Vec::new();
-        self.score_in(g, store, Some(leaf), path, &mut terms, attr)
+        self.score_in(g, store, Some(path), &mut terms, attr)
     }
 }
 
@@ -264,6 +231,7 @@ fn level_score(below: f64, level: usize, prob: f64) -> f64 {
 mod tests {
     use super::super::Forest;
     use super::super::geo::{Dyn, Geo, Packed};
+    use super::super::traversal::PathBuf;
     use crate::rng::Xoshiro256PlusPlus;
 
     fn forest(metrics: usize, shingle: usize) -> Forest {
@@ -291,7 +259,7 @@ mod tests {
     fn compare<const L: usize, const N: usize>(f: &Forest, exact: bool) {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
         let (store, trees) = f.groups_for_tests()[0];
-        let mut path = Vec::new();
+        let mut path = PathBuf::default();
         let (mut terms, mut lo, mut hi) = (Vec::new(), vec![0.0; N], vec![0.0; N]);
         for probe in 0..300 {
             let spread = if probe % 10 == 0 { 40.0 } else { 6.0 };
@@ -299,24 +267,24 @@ mod tests {
                 .map(|_| (spread * (rng.next_f64() - 0.5)) as f32)
                 .collect();
             for tree in trees {
-                let leaf = tree.descend(&p, &mut path);
-                let packed = tree.score_packed(&mut Packed::<L, N>::new(&p), store, leaf, &path);
+                tree.descend(&p, &mut path);
+                let path = path.as_path();
+                let packed = tree.score_packed(&mut Packed::<L, N>::new(&p), store, path);
                 let mut g = Dyn {
                     p: &p,
                     lo: &mut lo,
                     hi: &mut hi,
                 };
-                let general = tree.score_in(&mut g, store, Some(leaf), &path, &mut terms, None);
+                let general = tree.score_in(&mut g, store, Some(path), &mut terms, None);
                 let (mut a, mut b) = (vec![0.0; 2 * N], vec![0.0; 2 * N]);
                 Packed::<L, N>::new(&p).score_tree(
                     tree,
                     store,
-                    Some(leaf),
-                    &path,
+                    Some(path),
                     &mut terms,
                     Some(&mut a),
                 );
-                tree.score_in(&mut g, store, Some(leaf), &path, &mut terms, Some(&mut b));
+                tree.score_in(&mut g, store, Some(path), &mut terms, Some(&mut b));
                 if exact {
                     assert_eq!(packed.to_bits(), general.to_bits(), "probe {probe}");
                     assert_eq!(a, b, "probe {probe}");

@@ -11,8 +11,10 @@
 //! - `config.rs`: builder, defaults, `validate()`.
 //! - `forest.rs`: the forest; `forest/batch.rs`: batches over parallel tree groups;
 //!   `shingle.rs`: rows to points, missing values.
-//! - `tree.rs`: compact tree, insert/delete; `box_cache.rs`: cached boxes;
-//!   `boxes.rs`: box arithmetic; `traversal.rs`: lockstep descent, score formula;
+//! - `tree.rs`: compact tree with its leaves in order, insert/delete;
+//!   `legacy.rs`: reading snapshots of either layout; `box_cache.rs`: cached
+//!   boxes; `boxes.rs`: box arithmetic; `traversal.rs`: paths, lockstep
+//!   descent, score formula;
 //!   `climb.rs`: the climb that scores and plans insertion; `geo.rs`: its
 //!   point and running box (SIMD for 2, 3, 4, 6, 8, 12, 16, 32 dims);
 //!   `kernel.rs`: the score-only climb and leaf walk on SIMD points;
@@ -32,6 +34,7 @@ mod forest;
 mod geo;
 mod invariants;
 mod kernel;
+mod legacy;
 mod point_store;
 mod sampler;
 mod shingle;

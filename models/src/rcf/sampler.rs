@@ -26,8 +26,9 @@ const REBASE_EXPONENT: f64 = 16.0;
 pub(crate) struct Acceptance {
     /// Key the new point will be stored with.
     pub(crate) key: f32,
-    /// Leaf whose sample entry is dropped to make room, if the sample is full.
-    pub(crate) evict: Option<u16>,
+    /// Point (store handle) of the sample entry dropped to make room, if the
+    /// sample is full.
+    pub(crate) evict: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -36,8 +37,14 @@ pub(crate) struct Sampler {
     time_decay: f64,
     /// Max-heap of keys: the root is the entry evicted next.
     keys: Vec<f32>,
-    /// Leaf of the tree holding each entry's point (parallel to `keys`).
-    leaves: Vec<u16>,
+    /// Each entry's point, as the store handle of the tree leaf holding it
+    /// (parallel to `keys`).
+    #[serde(default)]
+    points: Vec<u32>,
+    /// Snapshots before the leaf order (format 1) named each entry's leaf
+    /// slot here instead; `legacy.rs` turns them into `points`.
+    #[serde(default, skip_serializing)]
+    pub(super) leaves: Vec<u16>,
     /// Time at which weights equal 1.
     base_time: u64,
     /// Once full: the next time index that will be accepted.
@@ -50,7 +57,8 @@ impl Sampler {
             capacity,
             time_decay,
             keys: Vec::with_capacity(capacity),
-            leaves: Vec::with_capacity(capacity),
+            points: Vec::with_capacity(capacity),
+            leaves: Vec::new(),
             base_time: 0,
             next_accept: 0,
         }
@@ -64,13 +72,19 @@ impl Sampler {
         self.keys.len() >= self.capacity
     }
 
-    pub(crate) fn leaves(&self) -> &[u16] {
-        &self.leaves
+    pub(crate) fn points(&self) -> &[u32] {
+        &self.points
+    }
+
+    /// Replaces the entries' points (`legacy.rs`, after mapping leaf slots).
+    pub(super) fn set_points(&mut self, points: Vec<u32>) {
+        self.points = points;
+        self.leaves = Vec::new();
     }
 
     /// Decides whether the point arriving at time `t` is kept. Times must be
     /// offered in increasing order. Does not modify the sample: call `commit`
-    /// with the new point's leaf if this returns `Some`.
+    /// with the new entry's point if this returns `Some`.
     #[inline]
     pub(crate) fn offer(&mut self, t: u64, rng: &mut Xoshiro256PlusPlus) -> Option<Acceptance> {
         if self.is_full() {
@@ -88,7 +102,7 @@ impl Sampler {
             let key = ((e / w) as f32).min(self.keys[0]);
             Some(Acceptance {
                 key,
-                evict: Some(self.leaves[0]),
+                evict: Some(self.points[0]),
             })
         } else {
             self.maybe_rebase(t);
@@ -98,22 +112,22 @@ impl Sampler {
         }
     }
 
-    /// Records the accepted point (stored in `leaf`) and, once the sample is
-    /// full, schedules the next acceptance.
+    /// Records the accepted point (the handle of the leaf holding it) and,
+    /// once the sample is full, schedules the next acceptance.
     pub(crate) fn commit(
         &mut self,
         t: u64,
         acc: Acceptance,
-        leaf: u16,
+        point: u32,
         rng: &mut Xoshiro256PlusPlus,
     ) {
         if acc.evict.is_some() {
             self.keys[0] = acc.key;
-            self.leaves[0] = leaf;
+            self.points[0] = point;
             self.sift_down(0);
         } else {
             self.keys.push(acc.key);
-            self.leaves.push(leaf);
+            self.points.push(point);
             self.sift_up(self.keys.len() - 1);
         }
         if self.is_full() {
@@ -167,7 +181,7 @@ impl Sampler {
                 break;
             }
             self.keys.swap(parent, i);
-            self.leaves.swap(parent, i);
+            self.points.swap(parent, i);
             i = parent;
         }
     }
@@ -189,18 +203,19 @@ impl Sampler {
                 break;
             }
             self.keys.swap(i, c);
-            self.leaves.swap(i, c);
+            self.points.swap(i, c);
             i = c;
         }
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.keys.capacity() * 4 + self.leaves.capacity() * 2
+        self.keys.capacity() * 4 + self.points.capacity() * 4 + self.leaves.capacity() * 2
     }
 
     /// Heap order holds and every key is finite and positive.
     pub(crate) fn is_consistent(&self) -> bool {
-        self.keys.len() == self.leaves.len()
+        self.keys.len() == self.points.len()
+            && self.leaves.is_empty()
             && self.keys.len() <= self.capacity
             && self.keys.iter().all(|k| k.is_finite() && *k >= 0.0)
             && (1..self.keys.len()).all(|i| self.keys[(i - 1) / 2] >= self.keys[i])
@@ -220,7 +235,7 @@ mod tests {
         let mut s = Sampler::new(capacity, decay);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut times = vec![0u64; capacity];
-        let mut free: Vec<u16> = (0..capacity as u16).rev().collect();
+        let mut free: Vec<u32> = (0..capacity as u32).rev().collect();
         for t in 0..n {
             if let Some(acc) = s.offer(t, &mut rng) {
                 let slot = match acc.evict {

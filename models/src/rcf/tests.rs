@@ -129,7 +129,7 @@ fn corrupt_snapshot_is_rejected() {
     let json = f
         .to_json()
         .expect("serialises")
-        .replacen("\"leaf_mass\":[", "\"leaf_mass\":[7,", 1);
+        .replacen("\"masses\":[", "\"masses\":[7,", 1);
     assert!(Forest::from_json(&json).is_err());
 }
 
@@ -187,20 +187,19 @@ fn depth_stats() {
         let groups = f.groups_for_tests();
         let g = &groups[0];
         for t in g.1.iter() {
-            let leaf = t.descend(&point, &mut s.path);
-            depth += s.path.len();
-            let mut bmin = point.clone();
-            let mut bmax = point.clone();
-            super::boxes::extend(&mut bmin, &mut bmax, g.0.get(t.leaf_point[leaf as usize]));
-            let mut lvl = s.path.len();
+            t.descend(&point, &mut s.path);
+            let path = s.path.as_path();
+            depth += path.depth();
+            let mut lvl = path.depth();
             let mut reached = false;
             while lvl > 0 {
                 lvl -= 1;
                 let mut lo = vec![f32::INFINITY; 8];
                 let mut hi = vec![f32::NEG_INFINITY; 8];
-                t.union_box(g.0, s.path[lvl], &mut lo, &mut hi);
+                let (n, start, count) = (path.nodes[lvl], path.starts[lvl], path.counts[lvl]);
+                t.union_node(g.0, n, start, count, &mut lo, &mut hi);
                 if (0..8).all(|d| point[d] >= lo[d] && point[d] <= hi[d]) {
-                    contain_mass += t.nodes[s.path[lvl] as usize].mass as usize;
+                    contain_mass += usize::from(count);
                     reached = true;
                     break;
                 }
@@ -210,12 +209,11 @@ fn depth_stats() {
                 outside += 1;
             }
             n += 1;
-            let _ = (&mut bmin, &mut bmax);
         }
         f.update(r).expect("dims");
     }
     println!(
-        "avg depth {:.1}, avg climb {:.1}, avg containing mass {:.1}, outside root box {:.3}",
+        "avg depth {:.1}, avg climb {:.1}, avg containing leaves {:.1}, outside root box {:.3}",
         depth as f64 / n as f64,
         climb as f64 / n as f64,
         contain_mass as f64 / (n - outside) as f64,
@@ -323,4 +321,51 @@ fn batches_on_two_threads_equal_row_by_row_on_one() {
         "the test should flag something"
     );
     assert_eq!(two.forest().points_seen(), one.forest().points_seen());
+}
+
+/// A snapshot written before trees kept their leaves in order (leaf slots,
+/// node masses, sample entries naming slots), with the scores the build that
+/// wrote it gave for the 300 rows after it: restoring converts it, and the
+/// converted forest continues bit for bit, from JSON and from CBOR.
+#[test]
+fn snapshots_of_the_leaf_slot_layout_restore_and_continue_identically() {
+    let fixture: serde_json::Value =
+        serde_json::from_str(include_str!("../../tests/fixtures/rcf_legacy_v1.json"))
+            .expect("fixture parses");
+    let json = fixture["forest"].to_string();
+    assert!(json.contains("\"leaf_point\"") && json.contains("\"free_leaf\""));
+    let rows: Vec<[f64; 2]> = serde_json::from_value(fixture["rows"].clone()).expect("rows");
+    let bits: Vec<u64> = serde_json::from_value(fixture["score_bits"].clone()).expect("bits");
+    let from_json = Forest::from_json(&json).expect("the old layout restores");
+    let mut cbor = Vec::new();
+    ciborium::into_writer(&fixture["forest"], &mut cbor).expect("cbor");
+    let from_cbor: Forest = ciborium::from_reader(&cbor[..]).expect("the old layout from CBOR");
+    for mut f in [from_json, from_cbor] {
+        f.check_consistency()
+            .expect("converted trees are consistent");
+        for (t, (r, b)) in rows.iter().zip(&bits).enumerate() {
+            let s = f.score_and_update(r).expect("dims");
+            assert_eq!(s.to_bits(), *b, "row {t}: {s}");
+        }
+        f.check_consistency().expect("consistent after continuing");
+        // And the new layout round-trips.
+        let again = Forest::from_json(&f.to_json().expect("json")).expect("restores");
+        assert!(!again.to_json().expect("json").contains("leaf_point"));
+    }
+}
+
+#[test]
+fn a_snapshot_with_a_broken_leaf_order_is_rejected() {
+    let mut f = forest(2, 16, 1, 1, 1);
+    for t in 0..100 {
+        f.update(&[(t % 37) as f64]).expect("dims");
+    }
+    let mut v: serde_json::Value =
+        serde_json::from_str(&f.to_json().expect("json")).expect("parse");
+    let leaves = v["groups"][0]["trees"][0]["leaves"]
+        .as_array_mut()
+        .expect("leaves");
+    leaves.swap(0, 1);
+    let err = Forest::from_json(&v.to_string()).expect_err("out of order");
+    assert!(matches!(err, RcfError::CorruptSnapshot { .. }), "{err}");
 }

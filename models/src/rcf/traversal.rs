@@ -18,7 +18,7 @@
 //! `prob` term of every level over dimensions and directions in proportion to
 //! how far `p` sticks out of `B` on each side, so it sums to the score.
 
-use super::tree::{LEAF_BIT, NONE, Tree};
+use super::tree::{LEAF, Node, Tree, is_leaf};
 use crate::rng::Xoshiro256PlusPlus;
 
 /// Trees descended per batch, one level each per round so that their node
@@ -27,29 +27,103 @@ use crate::rng::Xoshiro256PlusPlus;
 /// round 4; an earlier lockstep was judged on instruction counts alone).
 pub(super) const LANES: usize = 8;
 
+/// A descent's result: the internal nodes passed, root first, each with its
+/// run of leaves `[starts[j], starts[j] + counts[j])`, and the position of
+/// the leaf reached. Borrowed from a `PathBuf` or `Lanes`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Path<'a> {
+    pub(super) nodes: &'a [u16],
+    pub(super) starts: &'a [u16],
+    pub(super) counts: &'a [u16],
+    /// Position of the leaf in the tree's leaf order.
+    pub(super) leaf: u16,
+}
+
+impl Path<'_> {
+    #[inline(always)]
+    pub(super) fn depth(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the path went to the left child of its node at `level`: the
+    /// left child's run starts where its parent's does, the right child's
+    /// later (a left subtree has at least one leaf).
+    #[inline(always)]
+    pub(super) fn went_left(&self, level: usize) -> bool {
+        let child_start = match self.starts.get(level + 1) {
+            Some(&s) => s,
+            None => self.leaf,
+        };
+        child_start == self.starts[level]
+    }
+}
+
+/// An owned path (one tree's descent).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PathBuf {
+    nodes: Vec<u16>,
+    starts: Vec<u16>,
+    counts: Vec<u16>,
+    pub(super) leaf: u16,
+}
+
+impl PathBuf {
+    pub(super) fn clear(&mut self) {
+        self.nodes.clear();
+        self.starts.clear();
+        self.counts.clear();
+        self.leaf = 0;
+    }
+
+    #[inline(always)]
+    pub(super) fn push(&mut self, node: u16, start: u16, count: u16) {
+        self.nodes.push(node);
+        self.starts.push(start);
+        self.counts.push(count);
+    }
+
+    pub(super) fn as_path(&self) -> Path<'_> {
+        Path {
+            nodes: &self.nodes,
+            starts: &self.starts,
+            counts: &self.counts,
+            leaf: self.leaf,
+        }
+    }
+}
+
 /// Paths of up to `LANES` trees descended in one batch.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Lanes {
-    /// Lane `k`'s path is `paths[k * stride..k * stride + len[k]]`.
-    paths: Vec<u16>,
+    /// Lane `k`'s path is `nodes[k * stride..k * stride + len[k]]`, and
+    /// likewise its runs in `starts` and `counts`.
+    nodes: Vec<u16>,
+    starts: Vec<u16>,
+    counts: Vec<u16>,
     /// Longest possible path plus one (a tree's node count plus one).
     stride: usize,
     len: [usize; LANES],
-    /// The leaf each lane reached (`NONE` for an empty or skipped tree).
-    end: [u16; LANES],
+    /// Position of the leaf each lane reached.
+    leaf: [u16; LANES],
+    /// Whether the lane descended (its tree is non-empty and was wanted).
+    live: [bool; LANES],
 }
 
 impl Lanes {
+    /// Lane `k`'s path, or `None` for an empty or skipped tree.
     #[inline]
-    pub(super) fn path(&self, k: usize) -> &[u16] {
+    pub(super) fn path(&self, k: usize) -> Option<Path<'_>> {
+        if !self.live[k] {
+            return None;
+        }
         let s = k * self.stride;
-        &self.paths[s..s + self.len[k]]
-    }
-
-    /// The leaf lane `k` reached, or `None` for an empty or skipped tree.
-    #[inline]
-    pub(super) fn leaf(&self, k: usize) -> Option<u16> {
-        (self.end[k] != NONE).then_some(self.end[k] & !LEAF_BIT)
+        let e = s + self.len[k];
+        Some(Path {
+            nodes: &self.nodes[s..e],
+            starts: &self.starts[s..e],
+            counts: &self.counts[s..e],
+            leaf: self.leaf[k],
+        })
     }
 
     /// Descends `p` in every tree of `trees` (at most `LANES`) for which `want`
@@ -58,34 +132,51 @@ impl Lanes {
         debug_assert!(trees.len() <= LANES);
         let Some(first) = trees.first() else { return };
         let stride = first.nodes.len() + 1;
-        if self.stride != stride || self.paths.len() < LANES * stride {
+        if self.stride != stride || self.nodes.len() < LANES * stride {
             self.stride = stride;
-            self.paths.clear();
-            self.paths.resize(LANES * stride, 0);
+            for v in [&mut self.nodes, &mut self.starts, &mut self.counts] {
+                v.clear();
+                v.resize(LANES * stride, 0);
+            }
         }
-        // Lanes without a tree, skipped or empty trees start on a leaf-like
-        // reference (`NONE` has `LEAF_BIT` set) and never move.
-        let mut cur = [NONE; LANES];
-        let mut nodes: [&[super::tree::Node]; LANES] = [&[]; LANES];
+        // Lanes without a tree, skipped or empty trees start on a leaf
+        // reference and never move.
+        let mut cur = [LEAF; LANES];
+        let mut start = [0u16; LANES];
+        let mut count = [0u16; LANES];
+        let mut nodes: [&[Node]; LANES] = [&[]; LANES];
+        self.live = [false; LANES];
         for (k, t) in trees.iter().enumerate() {
             nodes[k] = &t.nodes[..];
-            if want(k) {
+            if want(k) && t.leaf_count() > 0 {
                 cur[k] = t.root;
+                count[k] = t.leaf_count() as u16;
+                self.live[k] = true;
             }
         }
         let mut len = [0usize; LANES];
-        let lanes = trees.len();
         // All lanes step one level per round, so the node loads of different
-        // trees are in flight together (a descent is a chain of dependent
-        // loads over a working set larger than L2).
+        // trees are in flight together.
         loop {
             let mut moved = false;
             for k in 0..LANES {
                 let n = cur[k];
-                if n & LEAF_BIT == 0 {
-                    self.paths[k * stride + len[k]] = n;
+                if !is_leaf(n) {
+                    let at = k * stride + len[k];
+                    self.nodes[at] = n;
+                    self.starts[at] = start[k];
+                    self.counts[at] = count[k];
                     len[k] += 1;
-                    cur[k] = nodes[k][usize::from(n)].next(p);
+                    let node = &nodes[k][usize::from(n)];
+                    let right = p[usize::from(node.cut_dim)] > node.cut_value;
+                    let ll = node.left_leaves;
+                    // Both sides computed, one chosen: the comparison is a
+                    // coin flip for the branch predictor.
+                    (start[k], count[k], cur[k]) = if right {
+                        (start[k] + ll, count[k] - ll, node.right)
+                    } else {
+                        (start[k], ll, node.left)
+                    };
                     moved = true;
                 }
             }
@@ -94,7 +185,7 @@ impl Lanes {
             }
         }
         self.len = len;
-        self.end[..lanes].copy_from_slice(&cur[..lanes]);
+        self.leaf = start;
     }
 }
 
@@ -103,7 +194,7 @@ impl Lanes {
 pub(crate) struct Scratch {
     pub(super) lanes: Lanes,
     /// Path of a deletion's descent.
-    pub(super) path: Vec<u16>,
+    pub(super) path: PathBuf,
     pub(super) climb: Climb,
     pub(super) q: Vec<f32>,
     /// One tree's attribution terms as reported by `Group::process`.
@@ -129,7 +220,7 @@ impl Scratch {
     pub(crate) fn new(dims: usize) -> Self {
         Self {
             lanes: Lanes::default(),
-            path: Vec::with_capacity(64),
+            path: PathBuf::default(),
             climb: Climb {
                 bmin: vec![0.0; dims],
                 bmax: vec![0.0; dims],
@@ -146,11 +237,11 @@ impl Scratch {
 pub(super) enum Plan {
     /// The tree is empty.
     Empty,
-    /// The point equals the point of `leaf`.
-    Duplicate { leaf: u16 },
-    /// New parent above `path[level]` (or above `leaf` when `level == path.len()`).
+    /// The point equals the point of the leaf the path reached.
+    Duplicate,
+    /// New parent above the path's node at `level` (or above its leaf when
+    /// `level == path.depth()`).
     Split {
-        leaf: u16,
         level: usize,
         cut_dim: u16,
         cut_value: f32,

@@ -4,24 +4,34 @@
 //! is updated as in Guha et al. (ICML 2016): insertion places a new leaf where
 //! a random cut of the grown bounding box first separates the point, deletion
 //! splices the leaf's parent out. The walk that scores a point and chooses the
-//! insertion place lives in `traversal.rs`.
+//! insertion place lives in `traversal.rs` (descent) and `climb.rs`.
 //!
-//! Layout: internal nodes are parallel `Vec`s indexed by `u16` (no per-node
-//! allocation); a child reference with `LEAF_BIT` set names a leaf, whose
-//! coordinates live in the forest's shared `PointStore`. There are no parent
-//! pointers: every operation descends from the root and keeps the path. Bounding
-//! boxes are cached only for nodes of mass at least `box_min_mass` (`box_cache.rs`); smaller boxes
-//! are recomputed from their (few) leaves on demand, which trades a little time
-//! for most of the memory a full cache would need.
+//! Layout: internal nodes are a `Vec` of 12-byte records indexed by `u16` (no
+//! per-node allocation, no parent pointers). Leaves are kept **in order**: the
+//! tree's leaves, read left to right, are `leaves` (point handles into the
+//! forest's shared `PointStore`) and `masses` (multiplicities), so every
+//! subtree's leaves are one contiguous run. A node records how many leaves
+//! its left subtree has (`left_leaves`), which lets a descent know the run
+//! `[start, start + count)` of every node it passes without extra loads, and
+//! lets a climb grow a bounding box by scanning a run of handles instead of
+//! walking a subtree. A child reference is a node index or `LEAF`; which
+//! leaf is implied by the run. Bounding boxes are cached only for nodes with
+//! at least `box_min_mass` leaves (`box_cache.rs`); smaller ones are scanned.
 
 use serde::{Deserialize, Serialize};
 
 use super::boxes::extend;
 use super::point_store::PointStore;
 use super::sampler::Sampler;
+use super::traversal::{Path, PathBuf};
 use crate::rng::Xoshiro256PlusPlus;
 
+/// Bit set in a child reference that names a leaf (the leaf is implied by
+/// the child's run of leaves).
 pub(crate) const LEAF_BIT: u16 = 0x8000;
+/// A child reference to a leaf.
+pub(crate) const LEAF: u16 = LEAF_BIT;
+/// End of the free-node list.
 pub(crate) const NONE: u16 = u16::MAX;
 pub(super) const NO_BOX: u16 = u16::MAX;
 /// Largest sample size the `u16` node references can address (leaves need
@@ -42,32 +52,28 @@ pub(crate) struct Node {
     pub(super) left: u16,
     pub(super) right: u16,
     pub(super) cut_dim: u16,
-    /// Points below, counting duplicates.
-    pub(super) mass: u16,
+    /// Leaves (distinct points) of the left subtree: the left child's run is
+    /// `[start, start + left_leaves)` of this node's run `[start, start + count)`.
+    pub(super) left_leaves: u16,
 }
 
 impl Node {
-    const FREE: Node = Node {
+    pub(super) const FREE: Node = Node {
         cut_value: 0.0,
         left: NONE,
         right: NONE,
         cut_dim: 0,
-        mass: 0,
+        left_leaves: 0,
     };
-
-    /// The child on `p`'s side of the cut, without a branch (the comparison is
-    /// a coin flip for the predictor).
-    #[inline(always)]
-    pub(super) fn next(&self, p: &[f32]) -> u16 {
-        let right = p[self.cut_dim as usize] > self.cut_value;
-        [self.left, self.right][usize::from(right)]
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "super::legacy::TreeRepr")]
 pub(crate) struct Tree {
     pub(super) dims: usize,
+    /// Nodes with at least this many leaves cache their bounding box.
     pub(super) box_min_mass: u16,
+    /// The root node, or `LEAF` when the tree has at most one leaf.
     pub(super) root: u16,
     /// Internal nodes, one 12-byte record each so a descent step touches one
     /// cache line (the walk is memory-latency bound).
@@ -76,13 +82,12 @@ pub(crate) struct Tree {
     /// because only the climb and updates read it).
     pub(super) box_slot: Vec<u16>,
     /// Head of the free-node list, threaded through `left`.
-    free_node: u16,
-    // Leaves: a point handle and a multiplicity (identical points share a leaf
-    // because no cut can separate them).
-    pub(super) leaf_point: Vec<u32>,
-    pub(super) leaf_mass: Vec<u16>,
-    /// Head of the free-leaf list, threaded through `leaf_point`.
-    free_leaf: u32,
+    pub(super) free_node: u16,
+    /// Point handle of each leaf, in the tree's left-to-right order.
+    pub(super) leaves: Vec<u32>,
+    /// Multiplicity of each leaf (identical points share a leaf because no
+    /// cut can separate them), parallel to `leaves`.
+    pub(super) masses: Vec<u16>,
     /// Cached boxes: slot `s` holds `dims` minima then `dims` maxima.
     pub(super) boxes: Vec<f32>,
     /// Always empty now (slots are dense); snapshots of earlier versions may
@@ -96,7 +101,7 @@ pub(crate) struct Tree {
     pub(super) rng: Xoshiro256PlusPlus,
     /// `log2(sample_size + 1)`, the score normaliser of a full tree (saves a
     /// `log2` per tree per score).
-    full_norm: f64,
+    pub(super) full_norm: f64,
     /// Scratch for recomputing a box (`dims` minima then maxima).
     #[serde(skip)]
     pub(super) tmp: Vec<f32>,
@@ -111,32 +116,21 @@ impl Tree {
         seed: u64,
     ) -> Self {
         let nodes = sample_size;
-        let leaves = sample_size + 1;
         let node_arena = (0..nodes)
             .map(|i| Node {
                 left: if i + 1 < nodes { (i + 1) as u16 } else { NONE },
                 ..Node::FREE
             })
             .collect();
-        let leaf_point = (0..leaves)
-            .map(|i| {
-                if i + 1 < leaves {
-                    (i + 1) as u32
-                } else {
-                    u32::MAX
-                }
-            })
-            .collect();
         Self {
             dims,
             box_min_mass,
-            root: NONE,
+            root: LEAF,
             nodes: node_arena,
             box_slot: vec![NO_BOX; nodes],
             free_node: if nodes > 0 { 0 } else { NONE },
-            leaf_point,
-            leaf_mass: vec![0; leaves],
-            free_leaf: 0,
+            leaves: Vec::with_capacity(sample_size + 1),
+            masses: Vec::with_capacity(sample_size + 1),
             boxes: Vec::new(),
             free_boxes: Vec::new(),
             box_owner: Vec::new(),
@@ -153,6 +147,12 @@ impl Tree {
         self.sampler.len()
     }
 
+    /// Number of leaves (distinct points).
+    #[inline]
+    pub(crate) fn leaf_count(&self) -> usize {
+        self.leaves.len()
+    }
+
     /// Score normaliser `log2(mass + 1)` (AWS's, so ordinary points score ~1).
     #[inline]
     pub(super) fn norm(&self) -> f64 {
@@ -163,203 +163,195 @@ impl Tree {
         }
     }
 
-    /// Follows the cuts from the root to the leaf `p` falls into, recording the
-    /// internal nodes passed. The tree must not be empty.
+    /// The coordinates of the leaf at position `pos` of the leaf order.
     #[inline]
-    pub(super) fn descend(&self, p: &[f32], path: &mut Vec<u16>) -> u16 {
-        path.clear();
-        let mut n = self.root;
-        while !is_leaf(n) {
-            path.push(n);
-            n = self.nodes[n as usize].next(p);
-        }
-        n & !LEAF_BIT
+    pub(super) fn leaf_point<'s>(&self, store: &'s PointStore, pos: u16) -> &'s [f32] {
+        store.get(self.leaves[usize::from(pos)])
     }
 
-    #[inline]
-    pub(super) fn node_mass(&self, r: u16) -> u16 {
-        if is_leaf(r) {
-            self.leaf_mass[(r & !LEAF_BIT) as usize]
-        } else {
-            self.nodes[r as usize].mass
+    /// Follows the cuts from the root to the leaf `p` falls into, recording
+    /// the internal nodes passed and their runs. The tree must not be empty.
+    pub(super) fn descend(&self, p: &[f32], path: &mut PathBuf) {
+        path.clear();
+        let (mut n, mut start, mut count) = (self.root, 0u16, self.leaves.len() as u16);
+        while !is_leaf(n) {
+            path.push(n, start, count);
+            let node = &self.nodes[usize::from(n)];
+            if p[usize::from(node.cut_dim)] > node.cut_value {
+                start += node.left_leaves;
+                count -= node.left_leaves;
+                n = node.right;
+            } else {
+                count = node.left_leaves;
+                n = node.left;
+            }
         }
+        path.leaf = start;
     }
 
     fn alloc_node(&mut self) -> u16 {
         let n = self.free_node;
         debug_assert!(n != NONE, "node arena exhausted");
-        self.free_node = self.nodes[n as usize].left;
+        self.free_node = self.nodes[usize::from(n)].left;
         n
     }
 
     fn free_node(&mut self, n: u16) {
         self.drop_box(n);
-        self.nodes[n as usize] = Node {
+        self.nodes[usize::from(n)] = Node {
             left: self.free_node,
             ..Node::FREE
         };
         self.free_node = n;
     }
 
-    fn alloc_leaf(&mut self, handle: u32) -> u16 {
-        let l = self.free_leaf;
-        debug_assert!(l != u32::MAX, "leaf arena exhausted");
-        self.free_leaf = self.leaf_point[l as usize];
-        self.leaf_point[l as usize] = handle;
-        self.leaf_mass[l as usize] = 1;
-        l as u16
-    }
-
-    fn free_leaf(&mut self, l: u16) {
-        self.leaf_point[l as usize] = self.free_leaf;
-        self.leaf_mass[l as usize] = 0;
-        self.free_leaf = u32::from(l);
-    }
-
-    fn replace_child(&mut self, parent: u16, old: u16, new: u16) {
-        let i = parent as usize;
-        if self.nodes[i].left == old {
-            self.nodes[i].left = new;
-        } else {
-            debug_assert_eq!(self.nodes[i].right, old);
-            self.nodes[i].right = new;
-        }
-    }
-
-    /// Adds one to the mass of `path` nodes (bottom-up), growing their boxes by
-    /// `p` and caching boxes for nodes that reach `box_min_mass`.
-    fn grow_ancestors(&mut self, store: &PointStore, path: &[u16], p: &[f32]) {
-        for &n in path.iter().rev() {
-            let i = n as usize;
-            self.nodes[i].mass += 1;
-            let slot = self.box_slot[i];
-            if slot != NO_BOX {
-                let start = slot as usize * 2 * self.dims;
-                let (lo, hi) = self.boxes[start..start + 2 * self.dims].split_at_mut(self.dims);
-                extend(lo, hi, p);
-            } else if self.nodes[i].mass >= self.box_min_mass {
-                self.build_box(store, n);
+    /// Makes `new` the child of `path`'s node at `level` on the side the
+    /// path took (or the root when `level` is `None`).
+    fn set_child(&mut self, path: Path<'_>, level: Option<usize>, new: u16) {
+        match level {
+            None => self.root = new,
+            Some(j) => {
+                let node = &mut self.nodes[usize::from(path.nodes[j])];
+                if path.went_left(j) {
+                    node.left = new;
+                } else {
+                    node.right = new;
+                }
             }
         }
     }
 
-    /// Inserts a point that equals the leaf `leaf` reached through `path`.
-    pub(super) fn insert_duplicate(
-        &mut self,
-        store: &PointStore,
-        path: &[u16],
-        leaf: u16,
-        p: &[f32],
-    ) {
-        self.leaf_mass[leaf as usize] += 1;
-        self.grow_ancestors(store, path, p);
+    /// Inserts a point that equals the leaf `path` reached. Boxes and runs
+    /// are unchanged: the point is already there.
+    pub(super) fn insert_duplicate(&mut self, path: Path<'_>) -> u32 {
+        self.masses[usize::from(path.leaf)] += 1;
+        self.leaves[usize::from(path.leaf)]
     }
 
     /// Inserts point `handle` (coordinates `p`) as a new leaf whose new parent
     /// sits at `level` of `path` (or replaces the leaf position when `level ==
-    /// path.len()`), with the given separating cut. Returns the new leaf.
+    /// path.depth()`), with the given separating cut.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn insert_split(
         &mut self,
         store: &mut PointStore,
-        path: &[u16],
-        leaf: u16,
+        path: Path<'_>,
         level: usize,
         cut_dim: u16,
         cut_value: f32,
         handle: u32,
         p: &[f32],
-    ) -> u16 {
-        let target = if level == path.len() {
-            leaf | LEAF_BIT
+    ) {
+        let (target, ts, tc) = if level == path.depth() {
+            (LEAF, path.leaf, 1)
         } else {
-            path[level]
+            (path.nodes[level], path.starts[level], path.counts[level])
         };
-        let new_leaf = self.alloc_leaf(handle);
+        let left = p[usize::from(cut_dim)] <= cut_value;
+        let pos = if left { ts } else { ts + tc };
+        self.leaves.insert(usize::from(pos), handle);
+        self.masses.insert(usize::from(pos), 1);
         store.retain(handle);
         let u = self.alloc_node();
-        let ui = u as usize;
-        let leaf_ref = new_leaf | LEAF_BIT;
-        debug_assert!(p[cut_dim as usize] <= cut_value || p[cut_dim as usize] > cut_value);
-        if p[cut_dim as usize] <= cut_value {
-            self.nodes[ui].left = leaf_ref;
-            self.nodes[ui].right = target;
+        self.nodes[usize::from(u)] = if left {
+            Node {
+                cut_value,
+                cut_dim,
+                left: LEAF,
+                right: target,
+                left_leaves: 1,
+            }
         } else {
-            self.nodes[ui].left = target;
-            self.nodes[ui].right = leaf_ref;
+            Node {
+                cut_value,
+                cut_dim,
+                left: target,
+                right: LEAF,
+                left_leaves: tc,
+            }
+        };
+        self.set_child(path, level.checked_sub(1), u);
+        if tc + 1 >= self.box_min_mass {
+            self.build_box(store, u, ts, tc + 1);
         }
-        self.nodes[ui].cut_dim = cut_dim;
-        self.nodes[ui].cut_value = cut_value;
-        self.nodes[ui].mass = self.node_mass(target) + 1;
-        if level == 0 {
-            self.root = u;
-        } else {
-            self.replace_child(path[level - 1], target, u);
+        // Ancestors gain one leaf, on the side the path took; bottom-up so a
+        // box built from its children sees them current.
+        for j in (0..level).rev() {
+            let n = path.nodes[j];
+            if path.went_left(j) {
+                self.nodes[usize::from(n)].left_leaves += 1;
+            }
+            let count = path.counts[j] + 1;
+            if let Some((lo, hi)) = self.cached_box_mut(n) {
+                extend(lo, hi, p);
+            } else if count >= self.box_min_mass {
+                self.build_box(store, n, path.starts[j], count);
+            }
         }
-        if self.nodes[ui].mass >= self.box_min_mass {
-            self.build_box(store, u);
-        }
-        self.grow_ancestors(store, &path[..level], p);
-        new_leaf
     }
 
     /// Inserts the first point of an empty tree.
-    pub(super) fn insert_root(&mut self, store: &mut PointStore, handle: u32) -> u16 {
-        debug_assert_eq!(self.root, NONE);
-        let l = self.alloc_leaf(handle);
+    pub(super) fn insert_root(&mut self, store: &mut PointStore, handle: u32) {
+        debug_assert!(self.leaves.is_empty());
+        self.leaves.push(handle);
+        self.masses.push(1);
         store.retain(handle);
-        self.root = l | LEAF_BIT;
-        l
+        self.root = LEAF;
     }
 
-    /// Removes one copy of the point held by `leaf`, releasing its store slot
-    /// when the leaf disappears. `path` and `q` are scratch buffers.
+    /// Removes one copy of the point `handle`, a leaf's point, releasing its
+    /// store slot when the leaf disappears. `path` and `q` are scratch.
     pub(super) fn delete(
         &mut self,
         store: &mut PointStore,
-        leaf: u16,
-        path: &mut Vec<u16>,
+        handle: u32,
+        path: &mut PathBuf,
         q: &mut Vec<f32>,
     ) {
-        let handle = self.leaf_point[leaf as usize];
         q.clear();
         q.extend_from_slice(store.get(handle));
-        let found = self.descend(q, path);
-        debug_assert_eq!(found, leaf, "descent by a leaf's own point must reach it");
-        let li = leaf as usize;
-        self.leaf_mass[li] -= 1;
-        for &n in path.iter() {
-            let i = n as usize;
-            self.nodes[i].mass -= 1;
-            if self.nodes[i].mass < self.box_min_mass {
-                self.drop_box(n);
-            }
-        }
-        if self.leaf_mass[li] > 0 {
+        self.descend(q, path);
+        let path = path.as_path();
+        let pos = usize::from(path.leaf);
+        debug_assert_eq!(self.leaves[pos], handle, "a point descends to its own leaf");
+        self.masses[pos] -= 1;
+        if self.masses[pos] > 0 {
             return;
         }
-        self.free_leaf(leaf);
+        self.leaves.remove(pos);
+        self.masses.remove(pos);
         store.release(handle);
-        let Some(&parent) = path.last() else {
-            self.root = NONE;
+        let depth = path.depth();
+        if depth == 0 {
+            self.root = LEAF;
             return;
-        };
-        let pi = parent as usize;
-        let sibling = if self.nodes[pi].left == (leaf | LEAF_BIT) {
-            self.nodes[pi].right
-        } else {
-            self.nodes[pi].left
-        };
-        let depth = path.len();
-        if depth == 1 {
-            self.root = sibling;
-        } else {
-            self.replace_child(path[depth - 2], parent, sibling);
         }
+        let parent = path.nodes[depth - 1];
+        let node = self.nodes[usize::from(parent)];
+        let sibling = if path.went_left(depth - 1) {
+            node.right
+        } else {
+            node.left
+        };
+        self.set_child(path, (depth - 1).checked_sub(1), sibling);
         self.free_node(parent);
-        // Boxes above can only shrink, and only where `q` was on their boundary;
-        // a box `q` does not touch proves no higher box touches it either.
-        for &n in path[..depth - 1].iter().rev() {
+        // Ancestors lose one leaf. Their boxes can only shrink, and only
+        // where `q` was on their boundary; a box `q` does not touch proves no
+        // higher box touches it either.
+        let mut refresh = true;
+        for j in (0..depth - 1).rev() {
+            let n = path.nodes[j];
+            if path.went_left(j) {
+                self.nodes[usize::from(n)].left_leaves -= 1;
+            }
+            let count = path.counts[j] - 1;
+            if count < self.box_min_mass {
+                self.drop_box(n);
+                continue;
+            }
+            if !refresh {
+                continue;
+            }
             let Some((lo, hi)) = self.cached_box(n) else {
                 continue;
             };
@@ -367,18 +359,19 @@ impl Tree {
                 .iter()
                 .zip(lo.iter().zip(hi))
                 .any(|(x, (l, h))| x == l || x == h);
-            if !touches {
-                break;
+            if touches {
+                self.refresh_box(store, n, path.starts[j], count);
+            } else {
+                refresh = false;
             }
-            self.refresh_box(store, n);
         }
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.box_slot.capacity() * 2
-            + self.leaf_point.capacity() * 4
-            + self.leaf_mass.capacity() * 2
+            + self.leaves.capacity() * 4
+            + self.masses.capacity() * 2
             + self.boxes.capacity() * 4
             + self.free_boxes.capacity() * 2
             + self.box_owner.capacity() * 2
@@ -386,20 +379,15 @@ impl Tree {
             + self.sampler.heap_bytes()
     }
 
-    /// Adds this tree's leaf references to `refs` (indexed by store handle).
-    pub(crate) fn count_refs(&self, refs: &mut [u32]) {
-        self.visit_leaves(self.root, &mut |l| {
-            refs[self.leaf_point[l as usize] as usize] += 1
-        });
-    }
-
-    fn visit_leaves(&self, r: u16, f: &mut impl FnMut(u16)) {
-        if r == NONE {
-        } else if is_leaf(r) {
-            f(r & !LEAF_BIT);
-        } else {
-            self.visit_leaves(self.nodes[r as usize].left, f);
-            self.visit_leaves(self.nodes[r as usize].right, f);
-        }
+    /// Adds this tree's leaf references to `refs` (indexed by store handle);
+    /// false if a handle is out of range.
+    pub(crate) fn count_refs(&self, refs: &mut [u32]) -> bool {
+        self.leaves.iter().all(|&h| match refs.get_mut(h as usize) {
+            Some(r) => {
+                *r += 1;
+                true
+            }
+            None => false,
+        })
     }
 }
