@@ -259,12 +259,12 @@ impl Tree {
         let mut level = depth;
         let mut inside = false;
         while level > 0 {
-            let count = path.counts[level - 1];
+            let count = path.count(level - 1);
             if count >= self.box_min_mass {
                 break;
             }
             level -= 1;
-            let start = path.starts[level];
+            let start = path.start(level);
             g.add_run(self, store, start, from);
             g.add_run(self, store, to, start + count);
             (from, to) = (start, start + count);
@@ -278,7 +278,7 @@ impl Tree {
         if !inside {
             while level > 0 {
                 level -= 1;
-                let n = path.nodes[level];
+                let n = path.node(level);
                 match self.cached_box(n) {
                     Some((lo, hi)) => {
                         let (gap, span) = g.gap_span_of(lo, hi);
@@ -290,7 +290,7 @@ impl Tree {
                     None => {
                         // Unreachable for a consistent tree (checked on restore).
                         let (mut lo, mut hi) = (g.lo().to_vec(), g.hi().to_vec());
-                        let (start, count) = (path.starts[level], path.counts[level]);
+                        let (start, count) = (path.start(level), path.count(level));
                         self.union_node(store, n, start, count, &mut lo, &mut hi);
                         let (gap, span) = g.gap_span_of(&lo, &hi);
                         if gap <= 0.0 {

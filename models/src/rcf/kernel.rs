@@ -44,7 +44,8 @@ impl Tree {
     }
 
     /// The climb of `score_packed` (`ATTR` false: `attr` is not touched) and
-    /// `attribute_packed`, with the arithmetic of `climb.rs`.
+    /// `attribute_packed`, with the arithmetic of `climb.rs`. The point and
+    /// the running box stay in registers for the whole climb.
     #[inline(always)]
     fn climb_packed<const L: usize, const N: usize, const ATTR: bool>(
         &self,
@@ -53,12 +54,15 @@ impl Tree {
         path: Path<'_>,
         attr: &mut [f64],
     ) -> f64 {
-        let depth = path.depth();
+        let steps = path.steps;
+        let depth = steps.len();
         let norm = self.norm();
-        let leaf = path.leaf;
-        let q = load::<L, N>(self.leaf_point(store, leaf));
-        if q == g.p {
-            let mass = self.masses[usize::from(leaf)];
+        let leaf = usize::from(path.leaf);
+        let p = g.p;
+        let leaves = &self.leaves[..];
+        let q = load::<L, N>(store.get(leaves[leaf]));
+        if q == p {
+            let mass = self.masses[leaf];
             let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
             let score = damp * score_seen(depth, mass) * norm;
             if ATTR {
@@ -67,44 +71,52 @@ impl Tree {
             }
             return score;
         }
-        g.lo = q;
-        g.hi = q;
+        let (mut lo, mut hi) = (q, q);
         let mut score = score_unseen(depth);
         let mut terms = Terms::<N>::default();
         if ATTR {
-            terms.leaf(lanes::<L, N>(&g.p), lanes::<L, N>(&q), score);
+            terms.leaf(lanes::<L, N>(&p), lanes::<L, N>(&q), score);
         }
         // The uncached bottom of the path (see `climb.rs`): each level adds
-        // its sibling's run of leaves to the box.
+        // its sibling's run of leaves to the box, the part of the node's run
+        // left or right of the child's.
         let (mut from, mut to) = (leaf, leaf + 1);
         let mut level = depth;
+        let threshold = self.box_min_mass;
         let mut inside = false;
         while level > 0 {
-            let count = path.counts[level - 1];
-            if count >= self.box_min_mass {
+            let s = steps[level - 1];
+            if s.count() >= threshold {
                 break;
             }
             level -= 1;
-            let start = path.starts[level];
-            self.add_run_packed::<L, N>(store, start, from, &mut g.lo, &mut g.hi);
-            self.add_run_packed::<L, N>(store, to, start + count, &mut g.lo, &mut g.hi);
-            (from, to) = (start, start + count);
-            let (gap, span) = gap_span_packed(&g.p, &g.lo, &g.hi);
+            let (start, end) = (usize::from(s.start()), usize::from(s.start() + s.count()));
+            // Chosen without a branch: the side is a coin flip.
+            let run = [(to, end), (start, from)][usize::from(from > start)];
+            for &h in &leaves[run.0..run.1] {
+                let x = load::<L, N>(store.get(h));
+                for i in 0..L {
+                    lo[i] = lo[i].fast_min(x[i]);
+                    hi[i] = hi[i].fast_max(x[i]);
+                }
+            }
+            (from, to) = (start, end);
+            let (gap, span) = gap_span_packed(&p, &lo, &hi);
             if gap <= 0.0 {
                 inside = true;
                 break;
             }
             let prob = f64::from(gap) / f64::from(gap + span);
             if ATTR {
-                let (lo, hi) = (lanes::<L, N>(&g.lo), lanes::<L, N>(&g.hi));
-                terms.level(lanes::<L, N>(&g.p), lo, hi, level, prob, gap + span);
+                let (l, h) = (lanes::<L, N>(&lo), lanes::<L, N>(&hi));
+                terms.level(lanes::<L, N>(&p), l, h, level, prob, gap + span);
             }
             score = level_score(score, level, prob);
         }
         let width = 2 * N;
         while level > 0 && !inside {
             level -= 1;
-            let n = path.nodes[level];
+            let n = steps[level].node();
             let slot = self.box_slot[usize::from(n)];
             if slot == NO_BOX {
                 // Unreachable for a consistent tree (checked on restore).
@@ -112,21 +124,15 @@ impl Tree {
             }
             let start = usize::from(slot) * width;
             let b = &self.boxes[start..start + width];
-            let (lo, hi): ([f32x4; L], [f32x4; L]) = (load::<L, N>(b), load::<L, N>(&b[N..]));
-            let (gap, span) = gap_span_packed(&g.p, &lo, &hi);
+            let (blo, bhi): ([f32x4; L], [f32x4; L]) = (load::<L, N>(b), load::<L, N>(&b[N..]));
+            let (gap, span) = gap_span_packed(&p, &blo, &bhi);
             if gap <= 0.0 {
                 break;
             }
             let prob = f64::from(gap) / f64::from(gap + span);
             if ATTR {
-                terms.level(
-                    lanes::<L, N>(&g.p),
-                    &b[..N],
-                    &b[N..],
-                    level,
-                    prob,
-                    gap + span,
-                );
+                let (l, h) = (&b[..N], &b[N..]);
+                terms.level(lanes::<L, N>(&p), l, h, level, prob, gap + span);
             }
             score = level_score(score, level, prob);
         }

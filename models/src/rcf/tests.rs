@@ -196,7 +196,7 @@ fn depth_stats() {
                 lvl -= 1;
                 let mut lo = vec![f32::INFINITY; 8];
                 let mut hi = vec![f32::NEG_INFINITY; 8];
-                let (n, start, count) = (path.nodes[lvl], path.starts[lvl], path.counts[lvl]);
+                let (n, start, count) = (path.node(lvl), path.start(lvl), path.count(lvl));
                 t.union_node(g.0, n, start, count, &mut lo, &mut hi);
                 if (0..8).all(|d| point[d] >= lo[d] && point[d] <= hi[d]) {
                     contain_mass += usize::from(count);
@@ -368,4 +368,41 @@ fn a_snapshot_with_a_broken_leaf_order_is_rejected() {
     leaves.swap(0, 1);
     let err = Forest::from_json(&v.to_string()).expect_err("out of order");
     assert!(matches!(err, RcfError::CorruptSnapshot { .. }), "{err}");
+}
+
+#[test]
+#[ignore = "diagnostic"]
+fn memory_breakdown() {
+    for mass in [20, 12, 8] {
+        let mut f = Forest::builder()
+            .input_dimensions(2)
+            .shingle_size(4)
+            .box_cache_min_mass(mass)
+            .seed(17)
+            .build()
+            .expect("valid");
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+        for t in 0..20_000 {
+            let r: Vec<f64> = (0..2)
+                .map(|j| 10.0 * (t as f64 / (20.0 + 7.0 * j as f64)).sin() + rng.next_gaussian())
+                .collect();
+            f.update(&r).expect("dims");
+        }
+        let (store, trees) = f.groups_for_tests()[0];
+        let sum = |g: &dyn Fn(&tree::Tree) -> usize| trees.iter().map(g).sum::<usize>();
+        println!(
+            "mass {mass}: total {} nodes {} box_slot {} leaves {} masses {} boxes {} ({} live) owners {} sampler {} store {} (live points {})",
+            f.heap_bytes(),
+            sum(&|t| t.nodes.capacity() * 12),
+            sum(&|t| t.box_slot.capacity() * 2),
+            sum(&|t| t.leaves.capacity() * 4),
+            sum(&|t| t.masses.capacity() * 2),
+            sum(&|t| t.boxes.capacity() * 4),
+            sum(&|t| t.boxes.len() * 4),
+            sum(&|t| t.box_owner.capacity() * 2),
+            sum(&|t| t.sampler.heap_bytes()),
+            store.heap_bytes(),
+            store.live_points(),
+        );
+    }
 }

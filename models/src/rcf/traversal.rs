@@ -26,15 +26,55 @@ use crate::rng::Xoshiro256PlusPlus;
 /// tight loop per tree and saves 14–17 % of the time (BENCHMARKS.md, forest
 /// round 4; an earlier lockstep was judged on instruction counts alone).
 pub(super) const LANES: usize = 8;
+const _: () = assert!(LANES == 8, "Lanes::descend unrolls eight lanes");
+
+/// One level of a descent: an internal node and its run of leaves
+/// `[start, start + count)`, packed in one word so that a descent step
+/// stores once (`node | start << 16 | count << 32`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Step(u64);
+
+impl Step {
+    #[inline(always)]
+    pub(super) fn new(node: u16, start: u16, count: u16) -> Self {
+        Step(u64::from(node) | u64::from(start) << 16 | u64::from(count) << 32)
+    }
+    #[inline(always)]
+    pub(super) fn node(self) -> u16 {
+        self.0 as u16
+    }
+    #[inline(always)]
+    pub(super) fn start(self) -> u16 {
+        (self.0 >> 16) as u16
+    }
+    #[inline(always)]
+    pub(super) fn count(self) -> u16 {
+        (self.0 >> 32) as u16
+    }
+
+    /// The step into `node`'s right child (`right`) or left child, whose
+    /// run is the right or left part of this step's run. Both sides are
+    /// computed and one is chosen by masks, without a branch: the side is a
+    /// coin flip for the branch predictor.
+    #[inline(always)]
+    pub(super) fn child(self, node: &Node, right: bool) -> Step {
+        let r = u64::from(right);
+        let mask = 0u64.wrapping_sub(r);
+        let ll = u64::from(node.left_leaves);
+        let child = u64::from([node.left, node.right][r as usize]);
+        // Right: start + ll, count - ll. Left: start, ll.
+        let start = u64::from(self.start()) + (ll & mask);
+        let count = (ll & !mask) | ((u64::from(self.count()) - ll) & mask);
+        Step(child | start << 16 | count << 32)
+    }
+}
 
 /// A descent's result: the internal nodes passed, root first, each with its
-/// run of leaves `[starts[j], starts[j] + counts[j])`, and the position of
-/// the leaf reached. Borrowed from a `PathBuf` or `Lanes`.
+/// run of leaves, and the position of the leaf reached. Borrowed from a
+/// `PathBuf` or `Lanes`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Path<'a> {
-    pub(super) nodes: &'a [u16],
-    pub(super) starts: &'a [u16],
-    pub(super) counts: &'a [u16],
+    pub(super) steps: &'a [Step],
     /// Position of the leaf in the tree's leaf order.
     pub(super) leaf: u16,
 }
@@ -42,7 +82,19 @@ pub(crate) struct Path<'a> {
 impl Path<'_> {
     #[inline(always)]
     pub(super) fn depth(&self) -> usize {
-        self.nodes.len()
+        self.steps.len()
+    }
+    #[inline(always)]
+    pub(super) fn node(&self, level: usize) -> u16 {
+        self.steps[level].node()
+    }
+    #[inline(always)]
+    pub(super) fn start(&self, level: usize) -> u16 {
+        self.steps[level].start()
+    }
+    #[inline(always)]
+    pub(super) fn count(&self, level: usize) -> u16 {
+        self.steps[level].count()
     }
 
     /// Whether the path went to the left child of its node at `level`: the
@@ -50,43 +102,35 @@ impl Path<'_> {
     /// later (a left subtree has at least one leaf).
     #[inline(always)]
     pub(super) fn went_left(&self, level: usize) -> bool {
-        let child_start = match self.starts.get(level + 1) {
-            Some(&s) => s,
+        let child_start = match self.steps.get(level + 1) {
+            Some(s) => s.start(),
             None => self.leaf,
         };
-        child_start == self.starts[level]
+        child_start == self.start(level)
     }
 }
 
 /// An owned path (one tree's descent).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PathBuf {
-    nodes: Vec<u16>,
-    starts: Vec<u16>,
-    counts: Vec<u16>,
+    steps: Vec<Step>,
     pub(super) leaf: u16,
 }
 
 impl PathBuf {
     pub(super) fn clear(&mut self) {
-        self.nodes.clear();
-        self.starts.clear();
-        self.counts.clear();
+        self.steps.clear();
         self.leaf = 0;
     }
 
     #[inline(always)]
-    pub(super) fn push(&mut self, node: u16, start: u16, count: u16) {
-        self.nodes.push(node);
-        self.starts.push(start);
-        self.counts.push(count);
+    pub(super) fn push(&mut self, step: Step) {
+        self.steps.push(step);
     }
 
     pub(super) fn as_path(&self) -> Path<'_> {
         Path {
-            nodes: &self.nodes,
-            starts: &self.starts,
-            counts: &self.counts,
+            steps: &self.steps,
             leaf: self.leaf,
         }
     }
@@ -95,33 +139,27 @@ impl PathBuf {
 /// Paths of up to `LANES` trees descended in one batch.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Lanes {
-    /// Lane `k`'s path is `nodes[k * stride..k * stride + len[k]]`, and
-    /// likewise its runs in `starts` and `counts`.
-    nodes: Vec<u16>,
-    starts: Vec<u16>,
-    counts: Vec<u16>,
+    /// Lane `k`'s path is `steps[k * stride..k * stride + len[k]]`.
+    steps: Vec<Step>,
     /// Longest possible path plus one (a tree's node count plus one).
     stride: usize,
-    len: [usize; LANES],
+    len: [u32; LANES],
     /// Position of the leaf each lane reached.
     leaf: [u16; LANES],
-    /// Whether the lane descended (its tree is non-empty and was wanted).
-    live: [bool; LANES],
+    /// Lanes that descended (their tree is non-empty and was wanted).
+    live: u32,
 }
 
 impl Lanes {
     /// Lane `k`'s path, or `None` for an empty or skipped tree.
     #[inline]
     pub(super) fn path(&self, k: usize) -> Option<Path<'_>> {
-        if !self.live[k] {
+        if self.live & (1 << k) == 0 {
             return None;
         }
         let s = k * self.stride;
-        let e = s + self.len[k];
         Some(Path {
-            nodes: &self.nodes[s..e],
-            starts: &self.starts[s..e],
-            counts: &self.counts[s..e],
+            steps: &self.steps[s..s + self.len[k] as usize],
             leaf: self.leaf[k],
         })
     }
@@ -132,60 +170,66 @@ impl Lanes {
         debug_assert!(trees.len() <= LANES);
         let Some(first) = trees.first() else { return };
         let stride = first.nodes.len() + 1;
-        if self.stride != stride || self.nodes.len() < LANES * stride {
+        if self.stride != stride || self.steps.len() < LANES * stride {
             self.stride = stride;
-            for v in [&mut self.nodes, &mut self.starts, &mut self.counts] {
-                v.clear();
-                v.resize(LANES * stride, 0);
-            }
+            self.steps.clear();
+            self.steps.resize(LANES * stride, Step::default());
         }
-        // Lanes without a tree, skipped or empty trees start on a leaf
-        // reference and never move.
-        let mut cur = [LEAF; LANES];
-        let mut start = [0u16; LANES];
-        let mut count = [0u16; LANES];
+        // Each lane's state is the step it stands on, packed as a `Step`:
+        // node (or `LEAF` once it reached a leaf), run start and count.
+        // Every tree of a forest has the same node arena size; cutting the
+        // lanes' node slices to it lets one bound serve them all.
+        let arena = first.nodes.len();
+        let mut state = [Step::new(LEAF, 0, 0); LANES];
         let mut nodes: [&[Node]; LANES] = [&[]; LANES];
-        self.live = [false; LANES];
+        let mut live = 0u32;
         for (k, t) in trees.iter().enumerate() {
-            nodes[k] = &t.nodes[..];
+            nodes[k] = &t.nodes[..arena.min(t.nodes.len())];
             if want(k) && t.leaf_count() > 0 {
-                cur[k] = t.root;
-                count[k] = t.leaf_count() as u16;
-                self.live[k] = true;
+                state[k] = Step::new(t.root, 0, t.leaf_count() as u16);
+                live |= 1 << k;
             }
         }
-        let mut len = [0usize; LANES];
+        // Where each lane writes its next step.
+        let mut pos: [usize; LANES] = std::array::from_fn(|k| k * stride);
+        let steps = &mut self.steps[..LANES * stride];
         // All lanes step one level per round, so the node loads of different
-        // trees are in flight together.
+        // trees are in flight together. The lanes are unrolled (constant
+        // indices keep their state out of address arithmetic); a lane on a
+        // leaf costs one test per round.
+        macro_rules! step {
+            ($k:expr, $moved:ident) => {
+                let s = state[$k];
+                if !is_leaf(s.node()) {
+                    steps[pos[$k]] = s;
+                    pos[$k] += 1;
+                    let node = &nodes[$k][usize::from(s.node())];
+                    let right = p[usize::from(node.cut_dim)] > node.cut_value;
+                    state[$k] = s.child(node, right);
+                    $moved = true;
+                }
+            };
+        }
         loop {
             let mut moved = false;
-            for k in 0..LANES {
-                let n = cur[k];
-                if !is_leaf(n) {
-                    let at = k * stride + len[k];
-                    self.nodes[at] = n;
-                    self.starts[at] = start[k];
-                    self.counts[at] = count[k];
-                    len[k] += 1;
-                    let node = &nodes[k][usize::from(n)];
-                    let right = p[usize::from(node.cut_dim)] > node.cut_value;
-                    let ll = node.left_leaves;
-                    // Both sides computed, one chosen: the comparison is a
-                    // coin flip for the branch predictor.
-                    (start[k], count[k], cur[k]) = if right {
-                        (start[k] + ll, count[k] - ll, node.right)
-                    } else {
-                        (start[k], ll, node.left)
-                    };
-                    moved = true;
-                }
-            }
+            step!(0, moved);
+            step!(1, moved);
+            step!(2, moved);
+            step!(3, moved);
+            step!(4, moved);
+            step!(5, moved);
+            step!(6, moved);
+            step!(7, moved);
             if !moved {
                 break;
             }
         }
+        let len: [u32; LANES] = std::array::from_fn(|k| (pos[k] - k * stride) as u32);
         self.len = len;
-        self.leaf = start;
+        self.live = live;
+        for (leaf, s) in self.leaf.iter_mut().zip(state) {
+            *leaf = s.start();
+        }
     }
 }
 

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::boxes::extend;
 use super::point_store::PointStore;
 use super::sampler::Sampler;
-use super::traversal::{Path, PathBuf};
+use super::traversal::{Path, PathBuf, Step};
 use crate::rng::Xoshiro256PlusPlus;
 
 /// Bit set in a child reference that names a leaf (the leaf is implied by
@@ -173,20 +173,13 @@ impl Tree {
     /// the internal nodes passed and their runs. The tree must not be empty.
     pub(super) fn descend(&self, p: &[f32], path: &mut PathBuf) {
         path.clear();
-        let (mut n, mut start, mut count) = (self.root, 0u16, self.leaves.len() as u16);
-        while !is_leaf(n) {
-            path.push(n, start, count);
-            let node = &self.nodes[usize::from(n)];
-            if p[usize::from(node.cut_dim)] > node.cut_value {
-                start += node.left_leaves;
-                count -= node.left_leaves;
-                n = node.right;
-            } else {
-                count = node.left_leaves;
-                n = node.left;
-            }
+        let mut s = Step::new(self.root, 0, self.leaves.len() as u16);
+        while !is_leaf(s.node()) {
+            path.push(s);
+            let node = &self.nodes[usize::from(s.node())];
+            s = s.child(node, p[usize::from(node.cut_dim)] > node.cut_value);
         }
-        path.leaf = start;
+        path.leaf = s.start();
     }
 
     fn alloc_node(&mut self) -> u16 {
@@ -211,7 +204,7 @@ impl Tree {
         match level {
             None => self.root = new,
             Some(j) => {
-                let node = &mut self.nodes[usize::from(path.nodes[j])];
+                let node = &mut self.nodes[usize::from(path.node(j))];
                 if path.went_left(j) {
                     node.left = new;
                 } else {
@@ -245,7 +238,7 @@ impl Tree {
         let (target, ts, tc) = if level == path.depth() {
             (LEAF, path.leaf, 1)
         } else {
-            (path.nodes[level], path.starts[level], path.counts[level])
+            (path.node(level), path.start(level), path.count(level))
         };
         let left = p[usize::from(cut_dim)] <= cut_value;
         let pos = if left { ts } else { ts + tc };
@@ -277,15 +270,15 @@ impl Tree {
         // Ancestors gain one leaf, on the side the path took; bottom-up so a
         // box built from its children sees them current.
         for j in (0..level).rev() {
-            let n = path.nodes[j];
+            let n = path.node(j);
             if path.went_left(j) {
                 self.nodes[usize::from(n)].left_leaves += 1;
             }
-            let count = path.counts[j] + 1;
+            let count = path.count(j) + 1;
             if let Some((lo, hi)) = self.cached_box_mut(n) {
                 extend(lo, hi, p);
             } else if count >= self.box_min_mass {
-                self.build_box(store, n, path.starts[j], count);
+                self.build_box(store, n, path.start(j), count);
             }
         }
     }
@@ -326,7 +319,7 @@ impl Tree {
             self.root = LEAF;
             return;
         }
-        let parent = path.nodes[depth - 1];
+        let parent = path.node(depth - 1);
         let node = self.nodes[usize::from(parent)];
         let sibling = if path.went_left(depth - 1) {
             node.right
@@ -340,11 +333,11 @@ impl Tree {
         // higher box touches it either.
         let mut refresh = true;
         for j in (0..depth - 1).rev() {
-            let n = path.nodes[j];
+            let n = path.node(j);
             if path.went_left(j) {
                 self.nodes[usize::from(n)].left_leaves -= 1;
             }
-            let count = path.counts[j] - 1;
+            let count = path.count(j) - 1;
             if count < self.box_min_mass {
                 self.drop_box(n);
                 continue;
@@ -360,7 +353,7 @@ impl Tree {
                 .zip(lo.iter().zip(hi))
                 .any(|(x, (l, h))| x == l || x == h);
             if touches {
-                self.refresh_box(store, n, path.starts[j], count);
+                self.refresh_box(store, n, path.start(j), count);
             } else {
                 refresh = false;
             }
