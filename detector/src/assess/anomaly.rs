@@ -33,12 +33,12 @@ pub const UPDATE_EVERY: u64 = 4;
 /// A GPU's samples per score: 4 × 30 s = a fresh grade every 2 minutes.
 pub const SCORE_EVERY: u32 = 4;
 
-/// Cache the bounding box of every node of at least this mass (the forest's
-/// default is 20, sized for the ≤ 600 KB of a standalone forest). There are
-/// only one or two forests per shard, so the pipeline spends ~220 KB more
-/// each to take the leaf walks out of most climbs: scores are bit-identical
-/// (a box is the same whether cached or recomputed) and a forest walk
-/// ~20 % cheaper (BENCHMARKS.md, issue 7).
+/// Cache the bounding box of every tree node with at least this many leaves
+/// (the forest's default is sized for the ≤ 600 KB of a standalone forest).
+/// There are only one or two forests per shard, so the pipeline spends
+/// ~200 KB more each to take most leaf scans out of the climbs: scores are
+/// bit-identical (a box is the same whether cached or recomputed) and a
+/// forest walk cheaper (BENCHMARKS.md, issue 7).
 pub const BOX_CACHE_MIN_MASS: usize = 6;
 
 /// A shard's anomaly model.

@@ -80,7 +80,8 @@ pub struct ScoreArgs {
     /// Scores at or below this are never flagged.
     #[arg(long, default_value_t = 0.0)]
     pub min_score: f64,
-    /// Tree nodes holding at least this many points cache their bounding box.
+    /// Tree nodes holding at least this many distinct points cache their
+    /// bounding box (more memory, fewer leaf scans; scores do not change).
     #[arg(long, default_value_t = 6)]
     pub box_cache_min_mass: usize,
     /// Random seed; the same seed and input give identical output.

@@ -26,8 +26,9 @@ pub struct ForestConfig {
     pub output_after: usize,
     /// Seed of all randomness: same seed and input give identical output.
     pub seed: u64,
-    /// Trees cache bounding boxes only for nodes holding at least this many
-    /// points; smaller boxes are recomputed on the fly (time/memory trade-off).
+    /// Trees cache bounding boxes only for nodes with at least this many
+    /// leaves (distinct points); smaller boxes are recomputed by scanning
+    /// the node's leaves (time/memory trade-off; scores do not depend on it).
     pub box_cache_min_mass: usize,
     /// Worker threads for [`Forest::process_batch`]; 1 disables parallelism.
     pub threads: usize,
@@ -59,10 +60,11 @@ impl Default for ForestBuilder {
             time_decay: None,
             output_after: None,
             seed: 0,
-            // Measured (BENCHMARKS.md): mass >= 20 keeps a 50x256x8 forest
-            // under 600 KB (594 KB); 6 is ~25% fewer instructions per score
-            // for ~810 KB. Scores do not depend on it.
-            box_cache_min_mass: 20,
+            // Measured (BENCHMARKS.md, round 6): 24 leaves keeps a 50x256x8
+            // forest under 600 KB over a 2M-point stream (588 KB; 20 leaves
+            // reached 604 KB); lower values trade memory for fewer leaf
+            // scans. Scores do not depend on it.
+            box_cache_min_mass: 24,
             threads: 1,
         }
     }

@@ -7,8 +7,10 @@
 //! climb (`climb.rs`) computes when there is no insertion to plan, in the
 //! same order and so with the same bits, but skips the work only planning
 //! or a `Vec` of terms needs (the leaf level's gap sum for a score alone,
-//! the per-level options), keeps attribution terms in fixed arrays and
-//! reads each cached box with one bounds check.
+//! the per-level options), keeps the point, the running box and the
+//! attribution terms in registers and fixed arrays, scans each uncached
+//! level's sibling run in one loop chosen without a branch, and reads each
+//! cached box with one bounds check.
 
 use wide::f32x4;
 

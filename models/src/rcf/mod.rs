@@ -17,7 +17,7 @@
 //!   descent, score formula;
 //!   `climb.rs`: the climb that scores and plans insertion; `geo.rs`: its
 //!   point and running box (SIMD for 2, 3, 4, 6, 8, 12, 16, 32 dims);
-//!   `kernel.rs`: the score-only climb and leaf walk on SIMD points;
+//!   `kernel.rs`: the score-only climb and leaf scan on SIMD points;
 //!   `invariants.rs`: self-checks.
 //! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
 //! - `attribution.rs`: `DiVector`; `thresholded.rs`: forest + calibration.

@@ -136,18 +136,58 @@ impl PathBuf {
     }
 }
 
+/// Path length a lane records in place; a deeper descent (only degenerate
+/// data, such as a monotone drift, builds trees that deep) is redone by the
+/// per-tree descent into a growable buffer.
+const FAST_DEPTH: usize = 64;
+
+/// Coordinates of the descended point. Up to 32 dimensions they are padded
+/// into a fixed array read with a masked index (no bounds check per step).
+trait Probe {
+    fn at(&self, d: u16) -> f32;
+}
+
+impl Probe for [f32; 32] {
+    #[inline(always)]
+    fn at(&self, d: u16) -> f32 {
+        self[usize::from(d) & 31]
+    }
+}
+
+impl Probe for &[f32] {
+    #[inline(always)]
+    fn at(&self, d: u16) -> f32 {
+        self[usize::from(d)]
+    }
+}
+
 /// Paths of up to `LANES` trees descended in one batch.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct Lanes {
-    /// Lane `k`'s path is `steps[k * stride..k * stride + len[k]]`.
-    steps: Vec<Step>,
-    /// Longest possible path plus one (a tree's node count plus one).
-    stride: usize,
+    /// Lane `k`'s path is `fast[k][..len[k]]`, or `deep[k]` when longer
+    /// than `FAST_DEPTH`.
+    fast: Box<[[Step; FAST_DEPTH]; LANES]>,
+    deep: Vec<PathBuf>,
     len: [u32; LANES],
     /// Position of the leaf each lane reached.
     leaf: [u16; LANES],
     /// Lanes that descended (their tree is non-empty and was wanted).
     live: u32,
+    /// Lanes whose path is in `deep`.
+    deep_lanes: u32,
+}
+
+impl Default for Lanes {
+    fn default() -> Self {
+        Self {
+            fast: Box::new([[Step::default(); FAST_DEPTH]; LANES]),
+            deep: Vec::new(),
+            len: [0; LANES],
+            leaf: [0; LANES],
+            live: 0,
+            deep_lanes: 0,
+        }
+    }
 }
 
 impl Lanes {
@@ -157,9 +197,11 @@ impl Lanes {
         if self.live & (1 << k) == 0 {
             return None;
         }
-        let s = k * self.stride;
+        if self.deep_lanes & (1 << k) != 0 {
+            return Some(self.deep[k].as_path());
+        }
         Some(Path {
-            steps: &self.steps[s..s + self.len[k] as usize],
+            steps: &self.fast[k][..self.len[k] as usize],
             leaf: self.leaf[k],
         })
     }
@@ -167,14 +209,32 @@ impl Lanes {
     /// Descends `p` in every tree of `trees` (at most `LANES`) for which `want`
     /// holds, recording each path.
     pub(super) fn descend(&mut self, trees: &[Tree], p: &[f32], want: impl Fn(usize) -> bool) {
-        debug_assert!(trees.len() <= LANES);
-        let Some(first) = trees.first() else { return };
-        let stride = first.nodes.len() + 1;
-        if self.stride != stride || self.steps.len() < LANES * stride {
-            self.stride = stride;
-            self.steps.clear();
-            self.steps.resize(LANES * stride, Step::default());
+        if p.len() <= 32 {
+            let mut padded = [0.0f32; 32];
+            padded[..p.len()].copy_from_slice(p);
+            self.descend_with(trees, &padded, &want);
+        } else {
+            self.descend_with(trees, &p, &want);
         }
+        self.deep_lanes = 0;
+        for (k, t) in trees.iter().enumerate() {
+            if self.live & (1 << k) != 0 && self.len[k] as usize > FAST_DEPTH {
+                if self.deep.len() < LANES {
+                    self.deep.resize(LANES, PathBuf::default());
+                }
+                t.descend(p, &mut self.deep[k]);
+                self.deep_lanes |= 1 << k;
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn descend_with(&mut self, trees: &[Tree], p: &impl Probe, want: &impl Fn(usize) -> bool) {
+        debug_assert!(trees.len() <= LANES);
+        let Some(first) = trees.first() else {
+            self.live = 0;
+            return;
+        };
         // Each lane's state is the step it stands on, packed as a `Step`:
         // node (or `LEAF` once it reached a leaf), run start and count.
         // Every tree of a forest has the same node arena size; cutting the
@@ -190,21 +250,21 @@ impl Lanes {
                 live |= 1 << k;
             }
         }
-        // Where each lane writes its next step.
-        let mut pos: [usize; LANES] = std::array::from_fn(|k| k * stride);
-        let steps = &mut self.steps[..LANES * stride];
+        let mut len = [0u32; LANES];
+        let fast = &mut *self.fast;
         // All lanes step one level per round, so the node loads of different
         // trees are in flight together. The lanes are unrolled (constant
         // indices keep their state out of address arithmetic); a lane on a
-        // leaf costs one test per round.
+        // leaf costs one test per round. A path past `FAST_DEPTH` wraps
+        // around here and is redone by `descend`.
         macro_rules! step {
             ($k:expr, $moved:ident) => {
                 let s = state[$k];
                 if !is_leaf(s.node()) {
-                    steps[pos[$k]] = s;
-                    pos[$k] += 1;
+                    fast[$k][len[$k] as usize % FAST_DEPTH] = s;
+                    len[$k] += 1;
                     let node = &nodes[$k][usize::from(s.node())];
-                    let right = p[usize::from(node.cut_dim)] > node.cut_value;
+                    let right = p.at(node.cut_dim) > node.cut_value;
                     state[$k] = s.child(node, right);
                     $moved = true;
                 }
@@ -224,7 +284,6 @@ impl Lanes {
                 break;
             }
         }
-        let len: [u32; LANES] = std::array::from_fn(|k| (pos[k] - k * stride) as u32);
         self.len = len;
         self.live = live;
         for (leaf, s) in self.leaf.iter_mut().zip(state) {
