@@ -15,28 +15,27 @@ use super::tree::{NO_BOX, Tree, is_leaf};
 const SPARE_BOXES: usize = 4;
 
 impl Tree {
+    /// Where node `n`'s cached box lives in `boxes`, if it has one.
+    #[inline]
+    fn box_range(&self, n: u16) -> Option<std::ops::Range<usize>> {
+        let slot = self.box_slot[usize::from(n)];
+        let start = usize::from(slot) * 2 * self.dims;
+        (slot != NO_BOX).then(|| start..start + 2 * self.dims)
+    }
+
     /// The cached box of internal node `n`, if any, as (minima, maxima).
     #[inline]
     pub(super) fn cached_box(&self, n: u16) -> Option<(&[f32], &[f32])> {
-        let slot = self.box_slot[usize::from(n)];
-        if slot == NO_BOX {
-            return None;
-        }
-        let start = usize::from(slot) * 2 * self.dims;
-        let (lo, hi) = self.boxes[start..start + 2 * self.dims].split_at(self.dims);
-        Some((lo, hi))
+        let range = self.box_range(n)?;
+        Some(self.boxes[range].split_at(self.dims))
     }
 
     /// `cached_box`, writable.
     #[inline]
     pub(super) fn cached_box_mut(&mut self, n: u16) -> Option<(&mut [f32], &mut [f32])> {
-        let slot = self.box_slot[usize::from(n)];
-        if slot == NO_BOX {
-            return None;
-        }
-        let start = usize::from(slot) * 2 * self.dims;
-        let (lo, hi) = self.boxes[start..start + 2 * self.dims].split_at_mut(self.dims);
-        Some((lo, hi))
+        let range = self.box_range(n)?;
+        let dims = self.dims;
+        Some(self.boxes[range].split_at_mut(dims))
     }
 
     /// Grows (`bmin`, `bmax`) by the points of the leaves at positions
