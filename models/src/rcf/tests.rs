@@ -406,3 +406,40 @@ fn memory_breakdown() {
         );
     }
 }
+
+/// A geometric stream puts every new point far beyond all earlier ones, so
+/// most insertions make a new root and trees grow into spines deeper than
+/// the lockstep's 64-step paths: such lanes are redone by the per-tree
+/// descent and must score exactly as it does.
+#[test]
+fn trees_deeper_than_a_lane_path_score_as_the_per_tree_descent_does() {
+    let mut f = forest(6, 128, 1, 1, 3);
+    for t in 0..110 {
+        f.update(&[1e-30 * 2.5f64.powi(t)]).expect("dims");
+    }
+    f.check_consistency().expect("consistent");
+    let (store, trees) = f.groups_for_tests()[0];
+    let mut path = traversal::PathBuf::default();
+    let mut deepest = 0;
+    let (mut terms, mut lo, mut hi) = (Vec::new(), vec![0.0f32], vec![0.0f32]);
+    for probe in [-5.0f32, 1e-29, 3e-12, 0.7, 4e5, 2e13, 9e14] {
+        let mut expected = 0.0;
+        for t in trees {
+            t.descend(&[probe], &mut path);
+            deepest = deepest.max(path.as_path().depth());
+            let mut g = geo::Dyn {
+                p: &[probe],
+                lo: &mut lo,
+                hi: &mut hi,
+            };
+            expected += t.score_in(&mut g, store, Some(path.as_path()), &mut terms, None);
+        }
+        let got = f.score(&[f64::from(probe)]).expect("dims");
+        assert_eq!(got.to_bits(), (expected / 6.0).to_bits(), "probe {probe}");
+        assert!(got.is_finite() && got >= 0.0);
+    }
+    assert!(
+        deepest > 64,
+        "the stream should build deep trees: {deepest}"
+    );
+}
