@@ -426,9 +426,21 @@ impl Forest {
                 reason: "tree count differs from config",
             });
         }
+        if self.config.sample_size > super::MAX_SAMPLE_SIZE {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "sample size out of range",
+            });
+        }
         for g in &self.groups {
             let mut refs = vec![0u32; g.store.slot_count()];
             for t in &g.trees {
+                // Every tree's node arena has the sample size (the lockstep
+                // descent relies on it) and its points the forest's dimensions.
+                if t.nodes.len() != self.config.sample_size || t.dims != self.config.dimensions() {
+                    return Err(RcfError::CorruptSnapshot {
+                        reason: "a tree's node arena or dimensions differ from the config",
+                    });
+                }
                 if !t.sampler.is_consistent() || !t.check_structure(&g.store) {
                     return Err(RcfError::CorruptSnapshot {
                         reason: "tree structure is invalid",

@@ -443,3 +443,20 @@ fn trees_deeper_than_a_lane_path_score_as_the_per_tree_descent_does() {
         "the stream should build deep trees: {deepest}"
     );
 }
+
+/// The lockstep descent serves all trees of a group with one node bound, so
+/// a snapshot whose trees' node arenas differ from the sample size it
+/// declares is refused on restore, even when each tree is consistent alone.
+#[test]
+fn a_snapshot_whose_trees_disagree_with_its_sample_size_is_rejected() {
+    let mut f = forest(3, 16, 1, 1, 1);
+    for t in 0..100 {
+        f.update(&[(t % 37) as f64]).expect("dims");
+    }
+    let mut v: serde_json::Value =
+        serde_json::from_str(&f.to_json().expect("json")).expect("parse");
+    v["config"]["sample_size"] = serde_json::json!(12);
+    let err =
+        Forest::from_json(&v.to_string()).expect_err("arenas of 16 under a sample size of 12");
+    assert!(matches!(err, RcfError::CorruptSnapshot { .. }), "{err}");
+}
