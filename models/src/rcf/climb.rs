@@ -14,7 +14,7 @@
 use super::boxes::pos;
 use super::geo::{Dyn, Geo, Packed};
 use super::point_store::PointStore;
-use super::traversal::{Climb, Path, Plan, draw_cut};
+use super::traversal::{Climb, Path, Plan, draw_cut, sibling_run};
 use super::tree::Tree;
 use crate::rng::Xoshiro256PlusPlus;
 
@@ -265,8 +265,8 @@ impl Tree {
             }
             level -= 1;
             let start = path.start(level);
-            g.add_run(self, store, start, from);
-            g.add_run(self, store, to, start + count);
+            let (a, b) = sibling_run(start, count, from, to);
+            g.add_run(self, store, a, b);
             (from, to) = (start, start + count);
             let (gap, span) = g.gap_span();
             if gap <= 0.0 {

@@ -17,7 +17,7 @@ use wide::f32x4;
 use super::climb::{attribute_terms, leaf_terms, score_seen, score_unseen};
 use super::geo::{Packed, gap_span_packed, load};
 use super::point_store::PointStore;
-use super::traversal::Path;
+use super::traversal::{Path, sibling_run};
 use super::tree::{NO_BOX, Tree};
 
 impl Tree {
@@ -61,8 +61,7 @@ impl Tree {
         let norm = self.norm();
         let leaf = usize::from(path.leaf);
         let p = g.p;
-        let leaves = &self.leaves[..];
-        let q = load::<L, N>(store.get(leaves[leaf]));
+        let q = load::<L, N>(self.leaf_point(store, path.leaf));
         if q == p {
             let mass = self.masses[leaf];
             let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
@@ -82,7 +81,7 @@ impl Tree {
         // The uncached bottom of the path (see `climb.rs`): each level adds
         // its sibling's run of leaves to the box, the part of the node's run
         // left or right of the child's.
-        let (mut from, mut to) = (leaf, leaf + 1);
+        let (mut from, mut to) = (path.leaf, path.leaf + 1);
         let mut level = depth;
         let threshold = self.box_min_mass;
         let mut inside = false;
@@ -92,17 +91,9 @@ impl Tree {
                 break;
             }
             level -= 1;
-            let (start, end) = (usize::from(s.start()), usize::from(s.start() + s.count()));
-            // Chosen without a branch: the side is a coin flip.
-            let run = [(to, end), (start, from)][usize::from(from > start)];
-            for &h in &leaves[run.0..run.1] {
-                let x = load::<L, N>(store.get(h));
-                for i in 0..L {
-                    lo[i] = lo[i].fast_min(x[i]);
-                    hi[i] = hi[i].fast_max(x[i]);
-                }
-            }
-            (from, to) = (start, end);
+            let (a, b) = sibling_run(s.start(), s.count(), from, to);
+            self.add_run_packed::<L, N>(store, a, b, &mut lo, &mut hi);
+            (from, to) = (s.start(), s.start() + s.count());
             let (gap, span) = gap_span_packed(&p, &lo, &hi);
             if gap <= 0.0 {
                 inside = true;
