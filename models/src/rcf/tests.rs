@@ -354,14 +354,19 @@ fn snapshots_of_the_leaf_slot_layout_restore_and_continue_identically() {
     }
 }
 
-#[test]
-fn a_snapshot_with_a_broken_leaf_order_is_rejected() {
-    let mut f = forest(2, 16, 1, 1, 1);
+/// The JSON snapshot of a small one-metric forest of `trees` trees after 100
+/// rows with repeated values (so some leaves hold duplicates).
+fn small_snapshot(trees: usize) -> serde_json::Value {
+    let mut f = forest(trees, 16, 1, 1, 1);
     for t in 0..100 {
         f.update(&[(t % 37) as f64]).expect("dims");
     }
-    let mut v: serde_json::Value =
-        serde_json::from_str(&f.to_json().expect("json")).expect("parse");
+    serde_json::from_str(&f.to_json().expect("json")).expect("parse")
+}
+
+#[test]
+fn a_snapshot_with_a_broken_leaf_order_is_rejected() {
+    let mut v = small_snapshot(2);
     let leaves = v["groups"][0]["trees"][0]["leaves"]
         .as_array_mut()
         .expect("leaves");
@@ -449,12 +454,7 @@ fn trees_deeper_than_a_lane_path_score_as_the_per_tree_descent_does() {
 /// declares is refused on restore, even when each tree is consistent alone.
 #[test]
 fn a_snapshot_whose_trees_disagree_with_its_sample_size_is_rejected() {
-    let mut f = forest(3, 16, 1, 1, 1);
-    for t in 0..100 {
-        f.update(&[(t % 37) as f64]).expect("dims");
-    }
-    let mut v: serde_json::Value =
-        serde_json::from_str(&f.to_json().expect("json")).expect("parse");
+    let mut v = small_snapshot(3);
     v["config"]["sample_size"] = serde_json::json!(12);
     let err =
         Forest::from_json(&v.to_string()).expect_err("arenas of 16 under a sample size of 12");
