@@ -292,10 +292,11 @@ impl Lanes {
     }
 }
 
-/// The leaves a climb adds to its box at a node whose run is `[start, start
-/// + count)` when the box already covers the child's run `[from, to)`: the
-/// part of the run left of the child's or right of it (the other part is
-/// empty), chosen without a branch since the side is a coin flip.
+/// The leaves a climb adds to its box at a node whose run starts at `start`
+/// and holds `count` leaves, when the box already covers the child's run
+/// `[from, to)`: the part of the run left of the child's or right of it (the
+/// other part is empty), chosen without a branch since the side is a coin
+/// flip.
 #[inline(always)]
 pub(super) fn sibling_run(start: u16, count: u16, from: u16, to: u16) -> (u16, u16) {
     [(to, start + count), (start, from)][usize::from(from > start)]
