@@ -29,25 +29,31 @@ fn spawn_probe(dir: &std::path::Path, url: &str) -> std::process::Child {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storm_survives_a_down_receiver_and_sigkill() {
     let rx = Receiver::start(common::contract, 200, "", vec![]).await;
-    rx.inner.lock().unwrap().down_until = Some(Instant::now() + Duration::from_millis(1500));
+    // Down until the first run is killed (not for a fixed time: a slow
+    // start on a loaded machine must not change what is tested).
+    rx.inner.lock().unwrap().down_until = Some(Instant::now() + Duration::from_secs(3600));
     let dir = temp_dir("crash");
+    let pending = |dir: &std::path::Path| {
+        std::fs::read_dir(dir.join("hook")).map_or(0, |d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))
+            })
+            .count()
+        })
+    };
 
     // First run: killed (SIGKILL: `Child::kill` on Unix) mid-storm, while
     // the receiver is still down and the outbox holds a backlog.
     let mut first = spawn_probe(&dir, &rx.url);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        wait_until(Duration::from_secs(20), || pending(&dir) >= 10).await,
+        "the probe queued a backlog while the receiver was down"
+    );
     first.kill().unwrap();
     first.wait().unwrap();
-    let pending_after_kill = std::fs::read_dir(dir.join("hook"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "json")
-        })
-        .count();
+    let pending_after_kill = pending(&dir);
+    rx.inner.lock().unwrap().down_until = None;
     assert!(pending_after_kill > 0, "the kill left a backlog to recover");
 
     // Restart: replays the whole storm and drains the outbox.
