@@ -14,7 +14,7 @@ use super::RcfError;
 use super::attribution::DiVector;
 use super::config::{ForestBuilder, ForestConfig};
 use super::geo::{Dyn, Geo, Packed};
-use super::point_store::PointStore;
+use super::point_store::{BadStore, PointStore, StoreRepr, legacy_offset};
 use super::shingle::Shingler;
 use super::traversal::{Climb, LANES, Lanes, Plan, Scratch};
 use super::tree::Tree;
@@ -30,6 +30,7 @@ thread_local! {
 
 /// Trees sharing one point store.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "GroupRepr")]
 struct Group {
     store: PointStore,
     trees: Vec<Tree>,
@@ -44,6 +45,41 @@ struct Step {
     insert: bool,
     /// Compute its score.
     score: bool,
+}
+
+/// A stored group: its trees' handles name points through the store's
+/// old handle table when the store has one (`point_store::StoreRepr`).
+#[derive(Deserialize)]
+struct GroupRepr {
+    store: StoreRepr,
+    trees: Vec<Tree>,
+}
+
+impl TryFrom<GroupRepr> for Group {
+    type Error = BadStore;
+
+    fn try_from(r: GroupRepr) -> Result<Self, BadStore> {
+        let loc = r.store.loc.clone();
+        let mut g = Group {
+            store: PointStore::try_from(r.store)?,
+            trees: r.trees,
+        };
+        if let Some(loc) = loc {
+            let mut bad = false;
+            for t in &mut g.trees {
+                t.map_handles(|h| {
+                    legacy_offset(&loc, h).unwrap_or_else(|| {
+                        bad = true;
+                        u32::MAX
+                    })
+                });
+            }
+            if bad {
+                return Err(BadStore("a leaf names no stored point"));
+            }
+        }
+        Ok(g)
+    }
 }
 
 impl Group {
@@ -64,6 +100,13 @@ impl Group {
         terms.clear();
         terms.resize(if want_attr { 2 * p.len() } else { 0 }, 0.0);
         let mut handle = None;
+        if step.insert {
+            // Compacting moves points, so it happens here, before any tree
+            // holds a handle of this step.
+            if let Some(map) = self.store.make_room() {
+                self.remap(&map);
+            }
+        }
         let n = self.trees.len();
         for start in (0..n).step_by(LANES) {
             let trees = &mut self.trees[start..n.min(start + LANES)];
@@ -124,10 +167,16 @@ impl Group {
                 tree.sampler.commit(step.t, acc, kept, &mut tree.rng);
             }
         }
-        if let Some(h) = handle {
-            self.store.release_if_unused(h);
-        }
         s.terms = terms;
+    }
+
+    /// Rewrites every handle the trees hold after the store compacted
+    /// (`PointStore::make_room`).
+    fn remap(&mut self, map: &[u32]) {
+        let step = self.store.step();
+        for t in &mut self.trees {
+            t.map_handles(|h| map[h as usize / step]);
+        }
     }
 
     /// Adds the trees' scores of `p` to `total` (in tree order) without learning.
@@ -446,7 +495,7 @@ impl Forest {
                         reason: "tree structure is invalid",
                     });
                 }
-                if !t.count_refs(&mut refs) {
+                if !t.count_refs(&g.store, &mut refs) {
                     return Err(RcfError::CorruptSnapshot {
                         reason: "a leaf names no stored point",
                     });

@@ -61,7 +61,7 @@ impl Tree {
         let norm = self.norm();
         let leaf = usize::from(path.leaf);
         let p = g.p;
-        let q = load::<L, N>(self.leaf_point(store, path.leaf));
+        let q = load::<L, N>(store.get_n::<N>(self.leaves[usize::from(path.leaf)]));
         if q == p {
             let mass = self.masses[leaf];
             let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
@@ -152,7 +152,7 @@ impl Tree {
     ) {
         let (mut l, mut h) = (*lo, *hi);
         for &handle in &self.leaves[usize::from(from)..usize::from(to)] {
-            let q = load::<L, N>(store.get(handle));
+            let q = load::<L, N>(store.get_n::<N>(handle));
             for i in 0..L {
                 l[i] = l[i].fast_min(q[i]);
                 h[i] = h[i].fast_max(q[i]);

@@ -3,68 +3,173 @@
 //!
 //! Every tree of a forest sees the same stream, so their reservoirs overlap
 //! heavily; storing each accepted point once here (as `f32`) and letting tree
-//! leaves hold a `u32` handle cuts memory several-fold. A handle's count is the
-//! number of tree leaves that reference it; a handle whose count drops to zero
-//! goes onto the free list and is reused.
+//! leaves hold a `u32` handle cuts memory several-fold. A handle is the
+//! offset of the point's values in the arena, so reading a leaf's point is
+//! one load: climbs scan runs of leaves, and a handle table in between cost
+//! a dependent cache miss per leaf. A point's count is the number of tree
+//! leaves holding it; a point whose count drops to zero is dead.
 //!
 //! Shingling makes consecutive points overlap: point `t` is point `t - 1`
-//! shifted by one row. Points live in one flat arena and a handle maps to the
-//! start of its `dims` values there, so a point whose first `dims - step`
-//! values equal the arena's tail is stored by appending only its last `step`
-//! values (AWS's random-cut-forest stores shingles the same way). For a
-//! telemetry stream almost every recent row is kept by some tree, so recent
-//! points cost one row each instead of a whole shingle. Values of freed points
-//! stay in the arena until it fills up; then `compact` moves the live runs
-//! down, keeping overlapping points overlapped. Where a value lives never
-//! changes what it is, so compaction timing cannot change any score.
+//! shifted by one row. Points live in one flat arena, so a point whose first
+//! `dims - step` values equal the arena's tail is stored by appending only
+//! its last `step` values (AWS's random-cut-forest stores shingles the same
+//! way). For a telemetry stream almost every recent row is kept by some tree,
+//! so recent points cost one row each instead of a whole shingle. Every point
+//! starts at a multiple of the row width, so counts are kept per row. Values
+//! of dead points stay in the arena until it fills up; then `make_room` moves
+//! the live runs down, keeping overlapping points overlapped, and returns the
+//! new handles for the trees to rewrite. Where a value lives never changes
+//! what it is, so compaction timing cannot change any score.
 
 use serde::{Deserialize, Serialize};
 
-/// Sentinel location of a free handle.
-const FREE: u32 = u32::MAX;
-
-/// Points of one fixed dimension, addressed by a stable `u32` handle.
+/// Points of one fixed dimension, addressed by `u32` handles (arena offsets)
+/// that stay valid until the next `make_room` that compacts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "StoreRepr")]
 pub(crate) struct PointStore {
     dims: usize,
     /// Values that differ between consecutive shingles (the row width);
-    /// `dims` when there is no shingling.
+    /// `dims` when there is no shingling. `dims` is a multiple of it.
     step: usize,
-    /// Point values; handle `h` occupies `arena[loc[h]..loc[h] + dims]`.
+    /// Point values; handle `h` is the point `arena[h..h + dims]`.
     arena: Vec<f32>,
-    /// Start of each handle's values in `arena` (`FREE` for a free handle).
-    loc: Vec<u32>,
-    /// Number of tree leaves referencing each handle; 0 means free (or just
-    /// added). A tree holds a point in at most one leaf, so this never exceeds
-    /// the tree count (at most 10,000).
+    /// Number of tree leaves holding the point that starts at each row
+    /// (`refs[h / step]`); 0 for a dead point or a row no point starts at. A
+    /// tree holds a point in at most one leaf, so this never exceeds the
+    /// tree count (at most 10,000).
     refs: Vec<u16>,
-    /// Free handles, reused last-in first-out.
-    free: Vec<u32>,
+    /// Points with a nonzero count.
+    #[serde(skip)]
+    live: usize,
+}
+
+/// A stored point store of either layout. Before handles were offsets
+/// (checkpoint format 1 as written up to 2026-12-02) a handle indexed `loc`,
+/// which held the point's offset, and `refs` was per handle.
+#[derive(Deserialize)]
+pub(super) struct StoreRepr {
+    dims: usize,
+    step: usize,
+    arena: Vec<f32>,
+    refs: Vec<u16>,
+    #[serde(default)]
+    pub(super) loc: Option<Vec<u32>>,
+}
+
+/// Sentinel location of a free handle in the old layout.
+const FREE: u32 = u32::MAX;
+
+/// Why a stored point store cannot be read.
+#[derive(Debug)]
+pub(super) struct BadStore(pub(super) &'static str);
+
+impl std::fmt::Display for BadStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid point store: {}", self.0)
+    }
+}
+
+impl TryFrom<StoreRepr> for PointStore {
+    type Error = BadStore;
+
+    fn try_from(r: StoreRepr) -> Result<Self, BadStore> {
+        if r.step == 0 || r.dims == 0 || r.dims % r.step != 0 {
+            return Err(BadStore("dimensions are not a multiple of the row width"));
+        }
+        let mut store = PointStore {
+            dims: r.dims,
+            step: r.step,
+            arena: r.arena,
+            refs: r.refs,
+            live: 0,
+        };
+        if let Some(loc) = r.loc {
+            // Old layout: move each handle's count to the row its point
+            // starts at (`Group` maps the trees' handles through `loc`).
+            if loc.len() != store.refs.len() {
+                return Err(BadStore("locations and counts differ in length"));
+            }
+            let mut refs = vec![0u16; store.rows()];
+            for (&count, &at) in store.refs.iter().zip(&loc) {
+                if count == 0 {
+                    continue;
+                }
+                let row = store
+                    .row_of(at)
+                    .ok_or(BadStore("a point lies outside the arena"))?;
+                if refs[row] != 0 {
+                    return Err(BadStore("two points start at the same place"));
+                }
+                refs[row] = count;
+            }
+            store.refs = refs;
+        }
+        if store.refs.len() != store.rows() {
+            return Err(BadStore("counts do not match the arena's rows"));
+        }
+        store.live = store.refs.iter().filter(|&&c| c > 0).count();
+        Ok(store)
+    }
+}
+
+/// An old-layout handle's offset (`loc[h]`), for a restored `Group`.
+pub(super) fn legacy_offset(loc: &[u32], h: u32) -> Option<u32> {
+    loc.get(h as usize).copied().filter(|&l| l != FREE)
 }
 
 impl PointStore {
     pub(crate) fn new(dims: usize, step: usize) -> Self {
+        let step = step.clamp(1, dims.max(1));
+        // Shingles overlap by whole rows only when the row width divides
+        // the dimension (it always does for internal shingling).
+        let step = if dims % step == 0 { step } else { dims.max(1) };
         Self {
             dims,
-            step: step.clamp(1, dims.max(1)),
+            step,
             arena: Vec::new(),
-            loc: Vec::new(),
             refs: Vec::new(),
-            free: Vec::new(),
+            live: 0,
         }
+    }
+
+    /// The row width: handles are multiples of it.
+    pub(crate) fn step(&self) -> usize {
+        self.step
+    }
+
+    fn rows(&self) -> usize {
+        self.arena.len() / self.step
+    }
+
+    /// The row `handle` starts at, if it names a whole point of the arena.
+    fn row_of(&self, handle: u32) -> Option<usize> {
+        let h = handle as usize;
+        (h % self.step == 0 && h.checked_add(self.dims)? <= self.arena.len())
+            .then_some(h / self.step)
     }
 
     /// The coordinates of `handle`.
     #[inline]
     pub(crate) fn get(&self, handle: u32) -> &[f32] {
-        let start = self.loc[handle as usize] as usize;
+        let start = handle as usize;
         &self.arena[start..start + self.dims]
     }
 
-    /// The coordinates of `handle`, or `None` if it has none (snapshot checks).
+    /// The first `N` coordinates of `handle` (`N` at most the dimension),
+    /// with one bounds check: a `u32` offset plus a constant cannot overflow.
+    #[inline(always)]
+    pub(crate) fn get_n<const N: usize>(&self, handle: u32) -> &[f32; N] {
+        let start = handle as usize;
+        self.arena[start..start + N]
+            .try_into()
+            .expect("a slice of N values")
+    }
+
+    /// The coordinates of `handle`, or `None` if it names no point (snapshot checks).
     pub(crate) fn try_get(&self, handle: u32) -> Option<&[f32]> {
-        let start = *self.loc.get(handle as usize)? as usize;
-        self.arena.get(start..start.checked_add(self.dims)?)
+        self.row_of(handle)?;
+        Some(self.get(handle))
     }
 
     /// Start of the values the arena's tail shares with `point`, if the last
@@ -76,29 +181,40 @@ impl PointStore {
             .then(|| len - overlap)
     }
 
-    /// Stores `point` with a reference count of zero; the caller must either
-    /// `retain` it or call `release_if_unused` before the next `add`.
+    /// Compacts the arena if the next `add` might not fit in it. After a
+    /// compaction, returns every live point's new handle (`map[h / step]`
+    /// for old handle `h`), which the caller must apply to every handle it
+    /// holds: the old ones name nothing any more.
+    pub(crate) fn make_room(&mut self) -> Option<Vec<u32>> {
+        if self.arena.len() + self.dims <= self.arena.capacity() {
+            return None;
+        }
+        let map = self.compact();
+        let live = self.arena.len() + self.dims;
+        // Keep an eighth of headroom so compactions stay rare (each one is a
+        // pass over the live values and over every tree's handles) without
+        // wasting much memory, and give back capacity a past peak left (the
+        // arena would otherwise keep the largest size it ever had).
+        let headroom = (live / 8).max(64 * self.dims);
+        let want = live + headroom;
+        if want > self.arena.capacity() {
+            self.arena.reserve_exact(want - self.arena.len());
+        } else if self.arena.capacity() > want + headroom {
+            self.arena.shrink_to(want);
+        }
+        let rows = self.arena.capacity() / self.step;
+        if rows > self.refs.capacity() {
+            self.refs.reserve_exact(rows - self.refs.len());
+        } else {
+            self.refs.shrink_to(rows);
+        }
+        Some(map)
+    }
+
+    /// Stores `point` with a count of zero (it stays dead unless a tree
+    /// `retain`s it) and returns its handle. Call `make_room` first.
     pub(crate) fn add(&mut self, point: &[f32]) -> u32 {
         debug_assert_eq!(point.len(), self.dims);
-        let needed = |s: &Self| match s.shared_start(point) {
-            Some(_) => s.step,
-            None => s.dims,
-        };
-        if self.arena.len() + needed(self) > self.arena.capacity() {
-            self.compact();
-            let live = self.arena.len() + needed(self);
-            // Keep an eighth of headroom so compactions stay rare (each one
-            // is a pass over the live values) without wasting much memory,
-            // and give back capacity a past peak left (the arena would
-            // otherwise keep the largest size it ever had).
-            let headroom = (live / 8).max(64 * self.dims);
-            let want = live + headroom;
-            if want > self.arena.capacity() {
-                self.arena.reserve_exact(want - self.arena.len());
-            } else if self.arena.capacity() > want + headroom {
-                self.arena.shrink_to(want);
-            }
-        }
         let start = match self.shared_start(point) {
             Some(s) => {
                 self.arena
@@ -111,35 +227,26 @@ impl PointStore {
                 s
             }
         };
-        let start = u32::try_from(start).expect("the arena is compacted long before 2^32 values");
-        if let Some(handle) = self.free.pop() {
-            self.loc[handle as usize] = start;
-            return handle;
-        }
-        let handle = self.refs.len();
-        if self.refs.len() == self.refs.capacity() {
-            // Grow by a quarter rather than doubling: doubling would waste up
-            // to half of the largest allocations of a forest.
-            let extra = (self.refs.len() / 4).max(64);
-            self.refs.reserve_exact(extra);
-            self.loc.reserve_exact(extra);
-        }
-        self.refs.push(0);
-        self.loc.push(start);
-        u32::try_from(handle).expect("more than 2^32 stored points is beyond any sample size")
+        self.refs.resize(self.rows(), 0);
+        u32::try_from(start).expect("the arena is compacted long before 2^32 values")
     }
 
     /// Moves the live points to the front of the arena, in arena order, so
-    /// that points which overlapped still overlap.
-    fn compact(&mut self) {
-        let dims = self.dims;
-        let order = self.live_in_arena_order();
+    /// that points which overlapped still overlap; returns each old row's
+    /// new handle (meaningful for live points only).
+    fn compact(&mut self) -> Vec<u32> {
+        let (dims, step) = (self.dims, self.step);
+        let mut map = vec![0u32; self.refs.len()];
+        let mut refs = vec![0u16; self.refs.len()];
         let mut write = 0usize;
         // Current run: where it started in the old arena and in the new one,
         // and the old end of what has been copied.
         let (mut old_start, mut new_start, mut old_end) = (0usize, 0usize, 0usize);
-        for h in order {
-            let s = self.loc[h as usize] as usize;
+        for (row, &count) in self.refs.iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            let s = row * step;
             let e = s + dims;
             if s >= old_end {
                 self.arena.copy_within(s..e, write);
@@ -150,103 +257,59 @@ impl PointStore {
                 write += e - old_end;
                 old_end = e;
             }
-            self.loc[h as usize] = (new_start + (s - old_start)) as u32;
+            let at = new_start + (s - old_start);
+            map[row] = at as u32;
+            refs[at / step] = count;
         }
         self.arena.truncate(write);
-    }
-
-    /// Live handles by increasing location. Locations are distinct (every
-    /// `add` appends at least one value), so one pass over an arena-sized
-    /// table orders them; a sort (the old way, ~1.5 M instructions per
-    /// compaction at 5,600 points) remains for a snapshot that breaks this.
-    fn live_in_arena_order(&self) -> Vec<u32> {
-        let mut at = vec![FREE; self.arena.len()];
-        let mut live = 0usize;
-        for (h, &l) in self.loc.iter().enumerate() {
-            if l == FREE {
-                continue;
-            }
-            match at.get_mut(l as usize) {
-                Some(slot) if *slot == FREE => {
-                    *slot = h as u32;
-                    live += 1;
-                }
-                _ => {
-                    let mut order: Vec<u32> = (0..self.loc.len() as u32)
-                        .filter(|&h| self.loc[h as usize] != FREE)
-                        .collect();
-                    order.sort_unstable_by_key(|&h| self.loc[h as usize]);
-                    return order;
-                }
-            }
-        }
-        let mut order = Vec::with_capacity(live);
-        order.extend(at.into_iter().filter(|&h| h != FREE));
-        order
+        refs.truncate(self.rows());
+        self.refs = refs;
+        map
     }
 
     #[inline]
     pub(crate) fn retain(&mut self, handle: u32) {
-        self.refs[handle as usize] += 1;
+        let r = &mut self.refs[handle as usize / self.step];
+        self.live += usize::from(*r == 0);
+        *r += 1;
     }
 
-    /// Drops one reference and frees the handle when none remain.
+    /// Drops one reference; the point is dead once none remain.
     pub(crate) fn release(&mut self, handle: u32) {
-        let r = &mut self.refs[handle as usize];
+        let r = &mut self.refs[handle as usize / self.step];
         debug_assert!(*r > 0, "releasing an unreferenced point");
         *r -= 1;
-        if *r == 0 {
-            self.free_handle(handle);
-        }
+        self.live -= usize::from(*r == 0);
     }
 
-    /// Frees a handle returned by `add` that no tree ended up referencing.
-    pub(crate) fn release_if_unused(&mut self, handle: u32) {
-        if self.refs[handle as usize] == 0 {
-            self.free_handle(handle);
-        }
-    }
-
-    fn free_handle(&mut self, handle: u32) {
-        self.loc[handle as usize] = FREE;
-        self.free.push(handle);
-    }
-
-    /// Number of handles currently referenced by at least one leaf.
+    /// Number of points referenced by at least one leaf.
     pub(crate) fn live_points(&self) -> usize {
-        self.refs.len() - self.free.len()
+        self.live
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
         self.arena.capacity() * std::mem::size_of::<f32>()
-            + self.loc.capacity() * std::mem::size_of::<u32>()
             + self.refs.capacity() * std::mem::size_of::<u16>()
-            + self.free.capacity() * std::mem::size_of::<u32>()
     }
 
-    /// Checks reference counts against the leaves that claim them and that
-    /// every live point lies inside the arena (snapshot restore and tests).
+    /// Where `check_refs` counts `handle`, if it names a whole point of the
+    /// arena (snapshot checks).
+    pub(crate) fn ref_index(&self, handle: u32) -> Option<usize> {
+        self.row_of(handle)
+    }
+
+    /// Checks the counts against the leaves that claim them (snapshot
+    /// restore and tests); `expected` is indexed by `ref_index`.
     pub(crate) fn check_refs(&self, expected: &[u32]) -> bool {
-        let dims = self.dims;
         expected.len() == self.refs.len()
-            && self.loc.len() == self.refs.len()
-            && self.step >= 1
-            && self.step <= dims.max(1)
             && self
                 .refs
                 .iter()
                 .zip(expected)
                 .all(|(&a, &b)| u32::from(a) == b)
-            && self.free.iter().all(|&h| {
-                self.refs.get(h as usize) == Some(&0) && self.loc.get(h as usize) == Some(&FREE)
-            })
-            && self
-                .refs
-                .iter()
-                .zip(&self.loc)
-                .all(|(&r, &l)| r == 0 || (l as usize).saturating_add(dims) <= self.arena.len())
     }
 
+    /// Length of the table `check_refs` expects.
     pub(crate) fn slot_count(&self) -> usize {
         self.refs.len()
     }
@@ -264,14 +327,17 @@ mod tests {
         let point = |t: usize| -> Vec<f32> { rows[t..t + 3].concat() };
         let mut live = Vec::new();
         for t in 0..1990 {
+            if let Some(map) = s.make_room() {
+                for (_, h) in &mut live {
+                    *h = map[*h as usize / 2];
+                }
+            }
             let h = s.add(&point(t));
             // Keep runs of 10 consecutive points, every 7th point and the
             // most recent ones.
             if (t / 10) % 3 == 0 || t % 7 == 0 || t + 20 > 1990 {
                 s.retain(h);
                 live.push((t, h));
-            } else {
-                s.release_if_unused(h);
             }
             // Drop old kept points now and then.
             if t % 7 == 0 && live.len() > 50 {
@@ -284,7 +350,10 @@ mod tests {
         }
         assert_eq!(s.live_points(), live.len());
         // Far fewer values than whole points would need.
-        s.compact();
+        let map = s.compact();
+        for (_, h) in &mut live {
+            *h = map[*h as usize / 2];
+        }
         for &(t, h) in &live {
             assert_eq!(s.get(h), &point(t)[..], "point {t} after compaction");
         }

@@ -76,6 +76,11 @@ impl Sampler {
         &self.points
     }
 
+    /// The entries' points, to rewrite after the store moved them.
+    pub(super) fn points_mut(&mut self) -> &mut [u32] {
+        &mut self.points
+    }
+
     /// Replaces the entries' points (`legacy.rs`, after mapping leaf slots).
     pub(super) fn set_points(&mut self, points: Vec<u32>) {
         self.points = points;

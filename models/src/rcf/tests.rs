@@ -350,7 +350,8 @@ fn snapshots_of_the_leaf_slot_layout_restore_and_continue_identically() {
         f.check_consistency().expect("consistent after continuing");
         // And the new layout round-trips.
         let again = Forest::from_json(&f.to_json().expect("json")).expect("restores");
-        assert!(!again.to_json().expect("json").contains("leaf_point"));
+        let json = again.to_json().expect("json");
+        assert!(!json.contains("leaf_point") && !json.contains("\"loc\""));
     }
 }
 
@@ -373,6 +374,43 @@ fn a_snapshot_with_a_broken_leaf_order_is_rejected() {
     leaves.swap(0, 1);
     let err = Forest::from_json(&v.to_string()).expect_err("out of order");
     assert!(matches!(err, RcfError::CorruptSnapshot { .. }), "{err}");
+}
+
+#[test]
+fn a_snapshot_whose_leaf_names_no_stored_point_is_rejected() {
+    for bad in [u32::MAX - 3, 1 << 20] {
+        let mut v = small_snapshot(2);
+        v["groups"][0]["trees"][1]["leaves"][0] = serde_json::json!(bad);
+        let err = Forest::from_json(&v.to_string()).expect_err("dangling handle");
+        assert!(matches!(err, RcfError::CorruptSnapshot { .. }), "{err}");
+    }
+}
+
+/// Handles are arena offsets, so every compaction of the point store
+/// rewrites the trees' handles; a long stream compacts many times, and the
+/// forest stays consistent, small, and equal to one restored in between.
+#[test]
+fn compactions_keep_every_handle_and_score() {
+    let mut f = forest(4, 32, 2, 3, 8);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(6);
+    let rows: Vec<Vec<f64>> = (0..12_000).map(|t| row(&mut rng, t, 2)).collect();
+    let mut restored = None;
+    for (t, r) in rows.iter().enumerate() {
+        let s = f.score_and_update(r).expect("dims");
+        if let Some(g) = restored.as_mut() {
+            let s2 = Forest::score_and_update(g, r).expect("dims");
+            assert_eq!(s.to_bits(), s2.to_bits(), "row {t}");
+        }
+        if t % 1000 == 999 {
+            f.check_consistency().expect("consistent");
+        }
+        if t == 3_333 {
+            restored = Some(Forest::from_json(&f.to_json().expect("json")).expect("restores"));
+        }
+    }
+    // Without compaction the arena would hold all 12,000 rows (96 KB).
+    assert!(f.heap_bytes() < 40_000, "{} bytes", f.heap_bytes());
+    assert!(f.stored_points() <= 4 * 32);
 }
 
 #[test]

@@ -360,6 +360,17 @@ impl Tree {
         }
     }
 
+    /// Replaces every point handle the tree holds (its leaves and sample
+    /// entries) by `f(handle)`, after the store moved its points.
+    pub(super) fn map_handles(&mut self, mut f: impl FnMut(u32) -> u32) {
+        for h in &mut self.leaves {
+            *h = f(*h);
+        }
+        for h in self.sampler.points_mut() {
+            *h = f(*h);
+        }
+    }
+
     pub(crate) fn heap_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.box_slot.capacity() * 2
@@ -372,15 +383,17 @@ impl Tree {
             + self.sampler.heap_bytes()
     }
 
-    /// Adds this tree's leaf references to `refs` (indexed by store handle);
-    /// false if a handle is out of range.
-    pub(crate) fn count_refs(&self, refs: &mut [u32]) -> bool {
-        self.leaves.iter().all(|&h| match refs.get_mut(h as usize) {
-            Some(r) => {
-                *r += 1;
-                true
-            }
-            None => false,
-        })
+    /// Adds this tree's leaf references to `refs` (indexed by
+    /// `PointStore::ref_index`); false if a handle names no point.
+    pub(crate) fn count_refs(&self, store: &PointStore, refs: &mut [u32]) -> bool {
+        self.leaves.iter().all(
+            |&h| match store.ref_index(h).and_then(|i| refs.get_mut(i)) {
+                Some(r) => {
+                    *r += 1;
+                    true
+                }
+                None => false,
+            },
+        )
     }
 }
