@@ -28,9 +28,10 @@ use crate::rng::Xoshiro256PlusPlus;
 pub(super) const LANES: usize = 8;
 const _: () = assert!(LANES == 8, "Lanes::descend unrolls eight lanes");
 
-/// One level of a descent: an internal node and its run of leaves
-/// `[start, start + count)`, packed in one word so that a descent step
-/// stores once (`node | start << 16 | count << 32`).
+/// One level of a descent: an internal node, its run of leaves
+/// `[start, start + count)` and its depth, packed in one word so that a
+/// descent step stores once (`node | start << 16 | count << 32 | depth << 48`;
+/// the depth lets the lockstep descent do without a length counter per lane).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Step(u64);
 
@@ -51,21 +52,38 @@ impl Step {
     pub(super) fn count(self) -> u16 {
         (self.0 >> 32) as u16
     }
+    /// Internal nodes above this step's node.
+    #[inline(always)]
+    fn depth(self) -> u32 {
+        (self.0 >> 48) as u32
+    }
 
     /// The step into `node`'s right child (`right`) or left child, whose
     /// run is the right or left part of this step's run. Both sides are
     /// computed and one is chosen by masks, without a branch: the side is a
     /// coin flip for the branch predictor.
+    ///
+    /// The word is updated in place: left keeps `start` and the depth and
+    /// sets `count` to `ll` (the left leaves), right adds `ll` to `start` and
+    /// takes it from `count`, which is adding `ll * (2^16 - 2^32)` (no field
+    /// over- or underflows: the right run is not empty); both add 1 to the
+    /// depth (at most the sample size, so it fits its 16 bits).
     #[inline(always)]
     pub(super) fn child(self, node: &Node, right: bool) -> Step {
+        const LEFT_KEEP: u64 = 0xFFFF_0000_FFFF_0000;
+        const LEFT_MUL: u64 = 1 << 32;
+        const RIGHT_MUL: u64 = (1u64 << 16).wrapping_sub(1 << 32);
         let r = u64::from(right);
         let mask = 0u64.wrapping_sub(r);
+        let keep = LEFT_KEEP | (mask & !0xFFFF_FFFF);
+        let mul = LEFT_MUL ^ (mask & (LEFT_MUL ^ RIGHT_MUL));
         let ll = u64::from(node.left_leaves);
         let child = u64::from([node.left, node.right][r as usize]);
-        // Right: start + ll, count - ll. Left: start, ll.
-        let start = u64::from(self.start()) + (ll & mask);
-        let count = (ll & !mask) | ((u64::from(self.count()) - ll) & mask);
-        Step(child | start << 16 | count << 32)
+        Step(
+            (self.0 & keep)
+                .wrapping_add(ll.wrapping_mul(mul))
+                .wrapping_add(child | 1 << 48),
+        )
     }
 }
 
@@ -250,7 +268,6 @@ impl Lanes {
                 live |= 1 << k;
             }
         }
-        let mut len = [0u32; LANES];
         let fast = &mut *self.fast;
         // All lanes step one level per round, so the node loads of different
         // trees are in flight together. The lanes are unrolled (constant
@@ -261,8 +278,7 @@ impl Lanes {
             ($k:expr, $moved:ident) => {
                 let s = state[$k];
                 if !is_leaf(s.node()) {
-                    fast[$k][len[$k] as usize % FAST_DEPTH] = s;
-                    len[$k] += 1;
+                    fast[$k][s.depth() as usize % FAST_DEPTH] = s;
                     let node = &nodes[$k][usize::from(s.node())];
                     let right = p.at(node.cut_dim) > node.cut_value;
                     state[$k] = s.child(node, right);
@@ -284,7 +300,7 @@ impl Lanes {
                 break;
             }
         }
-        self.len = len;
+        self.len = state.map(Step::depth);
         self.live = live;
         for (leaf, s) in self.leaf.iter_mut().zip(state) {
             *leaf = s.start();
