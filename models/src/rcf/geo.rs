@@ -121,11 +121,14 @@ pub(super) fn gap_span_packed<const L: usize>(
     lo: &[f32x4; L],
     hi: &[f32x4; L],
 ) -> (f32, f32) {
-    let (mut g, mut s) = (f32x4::ZERO, f32x4::ZERO);
-    for i in 0..L {
-        // max(p - hi, lo - p) is the signed distance outside [lo, hi].
-        let d = (p[i] - hi[i]).fast_max(lo[i] - p[i]);
-        g += d.fast_max(f32x4::ZERO);
+    // max(p - hi, lo - p) is the signed distance outside [lo, hi]; its
+    // positive part and `hi - lo` are never -0 (max returns its second
+    // operand on ties, x - x is +0), so starting the sums from the first
+    // register's terms instead of from zero changes no bit.
+    let outside = |i: usize| (p[i] - hi[i]).fast_max(lo[i] - p[i]).fast_max(f32x4::ZERO);
+    let (mut g, mut s) = (outside(0), hi[0] - lo[0]);
+    for i in 1..L {
+        g += outside(i);
         s += hi[i] - lo[i];
     }
     let (g, s) = (g.to_array(), s.to_array());
