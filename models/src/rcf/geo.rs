@@ -131,8 +131,10 @@ pub(super) fn gap_span_packed<const L: usize>(
         g += outside(i);
         s += hi[i] - lo[i];
     }
-    let (g, s) = (g.to_array(), s.to_array());
-    ((g[0] + g[2]) + (g[1] + g[3]), (s[0] + s[2]) + (s[1] + s[3]))
+    // Both reductions in one: [g0 + g2, s0 + s2, g1 + g3, s1 + s3], then
+    // the pairs, in the order `boxes::gap_span` adds them.
+    let c = (g.unpack_lo(s) + g.unpack_hi(s)).to_array();
+    (c[0] + c[2], c[1] + c[3])
 }
 
 impl<const L: usize, const N: usize> Packed<L, N> {
