@@ -187,8 +187,17 @@ impl Tree {
     }
 }
 
+/// `scan_run` at `N` dimensions: the box is copied into local arrays so it
+/// stays in registers over the run (through the slices, every leaf loaded
+/// and stored it), then written back.
 fn scan_n<const N: usize>(store: &PointStore, run: &[u32], bmin: &mut [f32], bmax: &mut [f32]) {
+    let (lo, hi): (&mut [f32; N], &mut [f32; N]) = (
+        (&mut bmin[..N]).try_into().expect("sliced to N"),
+        (&mut bmax[..N]).try_into().expect("sliced to N"),
+    );
+    let (mut a, mut b) = (*lo, *hi);
     for &h in run {
-        extend_n::<N>(bmin, bmax, store.get(h));
+        extend_n::<N>(&mut a, &mut b, store.get_n::<N>(h));
     }
+    (*lo, *hi) = (a, b);
 }
