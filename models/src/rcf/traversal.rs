@@ -59,31 +59,25 @@ impl Step {
     }
 
     /// The step into `node`'s right child (`right`) or left child, whose
-    /// run is the right or left part of this step's run. Both sides are
-    /// computed and one is chosen by masks, without a branch: the side is a
-    /// coin flip for the branch predictor.
-    ///
-    /// The word is updated in place: left keeps `start` and the depth and
-    /// sets `count` to `ll` (the left leaves), right adds `ll` to `start` and
-    /// takes it from `count`, which is adding `ll * (2^16 - 2^32)` (no field
-    /// over- or underflows: the right run is not empty); both add 1 to the
-    /// depth (at most the sample size, so it fits its 16 bits).
+    /// run is the right or left part of this step's run. Both steps are
+    /// computed from the word in place and one is chosen by a mask, without
+    /// a branch: the side is a coin flip for the branch predictor. Left keeps
+    /// `start` and sets `count` to `ll` (the left leaves); right adds `ll` to
+    /// `start` and takes it from `count` (no field over- or underflows: the
+    /// right run is not empty); both replace the node and add 1 to the depth
+    /// (at most the sample size, so it fits its 16 bits). Selecting between
+    /// two finished words costs fewer instructions than selecting the
+    /// constants of one masked add (BENCHMARKS.md, forest round 7).
     #[inline(always)]
     pub(super) fn child(self, node: &Node, right: bool) -> Step {
-        const LEFT_KEEP: u64 = 0xFFFF_0000_FFFF_0000;
-        const LEFT_MUL: u64 = 1 << 32;
-        const RIGHT_MUL: u64 = (1u64 << 16).wrapping_sub(1 << 32);
-        let r = u64::from(right);
-        let mask = 0u64.wrapping_sub(r);
-        let keep = LEFT_KEEP | (mask & !0xFFFF_FFFF);
-        let mul = LEFT_MUL ^ (mask & (LEFT_MUL ^ RIGHT_MUL));
+        const COUNT: u64 = 0xFFFF << 32;
         let ll = u64::from(node.left_leaves);
-        let child = u64::from([node.left, node.right][r as usize]);
-        Step(
-            (self.0 & keep)
-                .wrapping_add(ll.wrapping_mul(mul))
-                .wrapping_add(child | 1 << 48),
-        )
+        let base = (self.0 & !0xFFFF).wrapping_add(1 << 48);
+        let to_left = ((base & !COUNT) | ll << 32) | u64::from(node.left);
+        let to_right = base.wrapping_add(ll << 16).wrapping_sub(ll << 32) | u64::from(node.right);
+        // By mask, not `if`: the side is a coin flip for the branch predictor.
+        let mask = 0u64.wrapping_sub(u64::from(right));
+        Step(to_left ^ ((to_left ^ to_right) & mask))
     }
 }
 
