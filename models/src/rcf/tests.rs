@@ -324,16 +324,36 @@ fn batches_on_two_threads_equal_row_by_row_on_one() {
 }
 
 /// A snapshot written before trees kept their leaves in order (leaf slots,
-/// node masses, sample entries naming slots), with the scores the build that
-/// wrote it gave for the 300 rows after it: restoring converts it, and the
-/// converted forest continues bit for bit, from JSON and from CBOR.
+/// node masses, sample entries naming slots, handles through a handle
+/// table), with the scores the build that wrote it (411fac2) gave for the
+/// 300 rows after it: restoring converts it, and the converted forest
+/// continues bit for bit, from JSON and from CBOR.
 #[test]
 fn snapshots_of_the_leaf_slot_layout_restore_and_continue_identically() {
-    let fixture: serde_json::Value =
-        serde_json::from_str(include_str!("../../tests/fixtures/rcf_legacy_v1.json"))
-            .expect("fixture parses");
+    let fixture = include_str!("../../tests/fixtures/rcf_legacy_v1.json");
+    assert!(fixture.contains("\"leaf_point\"") && fixture.contains("\"free_leaf\""));
+    restores_and_continues(fixture);
+}
+
+/// The same for a snapshot of leaves in order whose point handles still go
+/// through a handle table (`loc`, with freed handles), as 0f433aa wrote it.
+#[test]
+fn snapshots_with_a_handle_table_restore_and_continue_identically() {
+    let fixture = include_str!("../../tests/fixtures/rcf_ordered_v1.json");
+    assert!(fixture.contains("\"loc\"") && !fixture.contains("\"leaf_point\""));
+    assert!(
+        fixture.contains("4294967295"),
+        "the fixture has freed handles"
+    );
+    restores_and_continues(fixture);
+}
+
+/// Restores `fixture`'s forest from JSON and from CBOR, checks it, and
+/// continues it over the fixture's rows, expecting the recorded score bits;
+/// the continued forest then saves in the current layout.
+fn restores_and_continues(fixture: &str) {
+    let fixture: serde_json::Value = serde_json::from_str(fixture).expect("fixture parses");
     let json = fixture["forest"].to_string();
-    assert!(json.contains("\"leaf_point\"") && json.contains("\"free_leaf\""));
     let rows: Vec<[f64; 2]> = serde_json::from_value(fixture["rows"].clone()).expect("rows");
     let bits: Vec<u64> = serde_json::from_value(fixture["score_bits"].clone()).expect("bits");
     let from_json = Forest::from_json(&json).expect("the old layout restores");
