@@ -14,7 +14,7 @@ use super::RcfError;
 use super::attribution::DiVector;
 use super::config::{ForestBuilder, ForestConfig};
 use super::geo::{Dyn, Geo, Packed};
-use super::point_store::{BadStore, PointStore, StoreRepr, legacy_offset};
+use super::point_store::PointStore;
 use super::shingle::Shingler;
 use super::traversal::{Climb, LANES, Lanes, Plan, Scratch};
 use super::tree::Tree;
@@ -28,12 +28,12 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::new(0));
 }
 
-/// Trees sharing one point store.
+/// Trees sharing one point store (read back through `legacy::GroupRepr`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(try_from = "GroupRepr")]
-struct Group {
-    store: PointStore,
-    trees: Vec<Tree>,
+#[serde(try_from = "super::legacy::GroupRepr")]
+pub(super) struct Group {
+    pub(super) store: PointStore,
+    pub(super) trees: Vec<Tree>,
 }
 
 /// What to do with one point.
@@ -45,41 +45,6 @@ struct Step {
     insert: bool,
     /// Compute its score.
     score: bool,
-}
-
-/// A stored group: its trees' handles name points through the store's
-/// old handle table when the store has one (`point_store::StoreRepr`).
-#[derive(Deserialize)]
-struct GroupRepr {
-    store: StoreRepr,
-    trees: Vec<Tree>,
-}
-
-impl TryFrom<GroupRepr> for Group {
-    type Error = BadStore;
-
-    fn try_from(r: GroupRepr) -> Result<Self, BadStore> {
-        let loc = r.store.loc.clone();
-        let mut g = Group {
-            store: PointStore::try_from(r.store)?,
-            trees: r.trees,
-        };
-        if let Some(loc) = loc {
-            let mut bad = false;
-            for t in &mut g.trees {
-                t.map_handles(|h| {
-                    legacy_offset(&loc, h).unwrap_or_else(|| {
-                        bad = true;
-                        u32::MAX
-                    })
-                });
-            }
-            if bad {
-                return Err(BadStore("a leaf names no stored point"));
-            }
-        }
-        Ok(g)
-    }
 }
 
 impl Group {

@@ -2,6 +2,7 @@
 //! come from anywhere, so every index is bounds-checked) and by tests after
 //! long runs of inserts and deletes.
 
+use super::boxes::merge;
 use super::point_store::PointStore;
 use super::tree::{NO_BOX, NONE, Tree, is_leaf};
 
@@ -126,18 +127,8 @@ impl Tree {
         if d >= self.dims || !(left.hi[d] <= node.cut_value && right.lo[d] > node.cut_value) {
             return None;
         }
-        let lo: Vec<f32> = left
-            .lo
-            .iter()
-            .zip(&right.lo)
-            .map(|(a, b)| a.min(*b))
-            .collect();
-        let hi: Vec<f32> = left
-            .hi
-            .iter()
-            .zip(&right.hi)
-            .map(|(a, b)| a.max(*b))
-            .collect();
+        let Sub { mut lo, mut hi } = left;
+        merge(&mut lo, &mut hi, &right.lo, &right.hi);
         let slot = self.box_slot[usize::from(r)];
         if (count >= self.box_min_mass) != (slot != NO_BOX) {
             return None;

@@ -61,7 +61,7 @@ impl Tree {
         let norm = self.norm();
         let leaf = usize::from(path.leaf);
         let p = g.p;
-        let q = load::<L, N>(store.get_n::<N>(self.leaves[usize::from(path.leaf)]));
+        let q = load::<L, N>(store.get_n::<N>(self.leaves[leaf]));
         if q == p {
             let mass = self.masses[leaf];
             let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);

@@ -1,5 +1,6 @@
-//! Reading tree snapshots, including those written before trees kept their
-//! leaves in order (checkpoint format 1 as written up to 2026-12-02).
+//! Reading tree and group snapshots, including those written before trees
+//! kept their leaves in order, or before point handles were arena offsets
+//! (checkpoint format 1 as written up to 2026-12-02).
 //!
 //! Part of the forest in `rcf/`: `Tree` deserializes through `TreeRepr`,
 //! which accepts both layouts. An old tree named its leaves by slot (child
@@ -12,9 +13,16 @@
 //! nodes with that many leaves, so no box has to be recomputed (and no point
 //! store is needed). Node indices and every value are kept, so a converted
 //! forest continues exactly as the old build would have.
+//!
+//! A `Group` deserializes through `GroupRepr`: an old store's handles
+//! indexed a table of offsets (`loc`), so the store moves its counts to rows
+//! (`StoreRepr::into_store`) and the trees' leaves and sample entries get
+//! the offsets.
 
 use serde::Deserialize;
 
+use super::forest::Group;
+use super::point_store::{BadStore, StoreRepr};
 use super::sampler::Sampler;
 use super::tree::{LEAF, LEAF_BIT, NO_BOX, NONE, Node, Tree};
 use crate::rng::Xoshiro256PlusPlus;
@@ -220,5 +228,45 @@ impl Walk<'_> {
         let count = left.checked_add(right).ok_or(BadTree("too many leaves"))?;
         self.counts.push((r, count));
         Ok(count)
+    }
+}
+
+/// A stored group of trees and their point store. Before point handles were
+/// arena offsets (checkpoint format 1 as written up to 2026-12-02) a handle
+/// indexed the store's table `loc`; such a group's trees get the offsets.
+#[derive(Deserialize)]
+pub(super) struct GroupRepr {
+    store: StoreRepr,
+    trees: Vec<Tree>,
+}
+
+/// Location of a free handle in the old handle table.
+const FREE_HANDLE: u32 = u32::MAX;
+
+impl TryFrom<GroupRepr> for Group {
+    type Error = BadStore;
+
+    fn try_from(r: GroupRepr) -> Result<Self, BadStore> {
+        let (store, loc) = r.store.into_store()?;
+        let mut g = Group {
+            store,
+            trees: r.trees,
+        };
+        if let Some(loc) = loc {
+            let offset = |h: u32| loc.get(h as usize).copied().filter(|&l| l != FREE_HANDLE);
+            let mut bad = false;
+            for t in &mut g.trees {
+                t.map_handles(|h| {
+                    offset(h).unwrap_or_else(|| {
+                        bad = true;
+                        u32::MAX
+                    })
+                });
+            }
+            if bad {
+                return Err(BadStore("a leaf names no stored point"));
+            }
+        }
+        Ok(g)
     }
 }

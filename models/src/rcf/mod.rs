@@ -51,4 +51,6 @@ pub use thresholded::{Explanation, ThresholdedForest, Verdict, reason_label};
 pub use tree::MAX_SAMPLE_SIZE;
 
 #[cfg(test)]
+mod snapshot_tests;
+#[cfg(test)]
 mod tests;

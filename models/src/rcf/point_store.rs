@@ -24,9 +24,9 @@
 use serde::{Deserialize, Serialize};
 
 /// Points of one fixed dimension, addressed by `u32` handles (arena offsets)
-/// that stay valid until the next `make_room` that compacts.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(try_from = "StoreRepr")]
+/// that stay valid until the next `make_room` that compacts. Read back
+/// through `StoreRepr` (inside a group, which owns the handles).
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct PointStore {
     dims: usize,
     /// Values that differ between consecutive shingles (the row width);
@@ -54,49 +54,49 @@ pub(super) struct StoreRepr {
     arena: Vec<f32>,
     refs: Vec<u16>,
     #[serde(default)]
-    pub(super) loc: Option<Vec<u32>>,
+    loc: Option<Vec<u32>>,
 }
-
-/// Sentinel location of a free handle in the old layout.
-const FREE: u32 = u32::MAX;
 
 /// Why a stored point store cannot be read.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("invalid point store: {0}")]
 pub(super) struct BadStore(pub(super) &'static str);
 
-impl std::fmt::Display for BadStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "invalid point store: {}", self.0)
-    }
-}
-
-impl TryFrom<StoreRepr> for PointStore {
-    type Error = BadStore;
-
-    fn try_from(r: StoreRepr) -> Result<Self, BadStore> {
-        if r.step == 0 || r.dims == 0 || r.dims % r.step != 0 {
+impl StoreRepr {
+    /// The store, and the old layout's handle table if it had one: the
+    /// caller (`legacy::GroupRepr`) must then map every handle it holds
+    /// through it.
+    pub(super) fn into_store(self) -> Result<(PointStore, Option<Vec<u32>>), BadStore> {
+        let StoreRepr {
+            dims,
+            step,
+            arena,
+            refs,
+            loc,
+        } = self;
+        if step == 0 || dims == 0 || dims % step != 0 {
             return Err(BadStore("dimensions are not a multiple of the row width"));
         }
         let mut store = PointStore {
-            dims: r.dims,
-            step: r.step,
-            arena: r.arena,
-            refs: r.refs,
+            dims,
+            step,
+            arena,
+            refs,
             live: 0,
         };
-        if let Some(loc) = r.loc {
+        if let Some(loc) = &loc {
             // Old layout: move each handle's count to the row its point
-            // starts at (`Group` maps the trees' handles through `loc`).
+            // starts at.
             if loc.len() != store.refs.len() {
                 return Err(BadStore("locations and counts differ in length"));
             }
             let mut refs = vec![0u16; store.rows()];
-            for (&count, &at) in store.refs.iter().zip(&loc) {
+            for (&count, &at) in store.refs.iter().zip(loc) {
                 if count == 0 {
                     continue;
                 }
                 let row = store
-                    .row_of(at)
+                    .ref_index(at)
                     .ok_or(BadStore("a point lies outside the arena"))?;
                 if refs[row] != 0 {
                     return Err(BadStore("two points start at the same place"));
@@ -109,13 +109,8 @@ impl TryFrom<StoreRepr> for PointStore {
             return Err(BadStore("counts do not match the arena's rows"));
         }
         store.live = store.refs.iter().filter(|&&c| c > 0).count();
-        Ok(store)
+        Ok((store, loc))
     }
-}
-
-/// An old-layout handle's offset (`loc[h]`), for a restored `Group`.
-pub(super) fn legacy_offset(loc: &[u32], h: u32) -> Option<u32> {
-    loc.get(h as usize).copied().filter(|&l| l != FREE)
 }
 
 impl PointStore {
@@ -142,8 +137,9 @@ impl PointStore {
         self.arena.len() / self.step
     }
 
-    /// The row `handle` starts at, if it names a whole point of the arena.
-    fn row_of(&self, handle: u32) -> Option<usize> {
+    /// The row `handle` starts at (where `check_refs` counts it), if it
+    /// names a whole point of the arena.
+    pub(crate) fn ref_index(&self, handle: u32) -> Option<usize> {
         let h = handle as usize;
         (h % self.step == 0 && h.checked_add(self.dims)? <= self.arena.len())
             .then_some(h / self.step)
@@ -168,7 +164,7 @@ impl PointStore {
 
     /// The coordinates of `handle`, or `None` if it names no point (snapshot checks).
     pub(crate) fn try_get(&self, handle: u32) -> Option<&[f32]> {
-        self.row_of(handle)?;
+        self.ref_index(handle)?;
         Some(self.get(handle))
     }
 
@@ -290,12 +286,6 @@ impl PointStore {
     pub(crate) fn heap_bytes(&self) -> usize {
         self.arena.capacity() * std::mem::size_of::<f32>()
             + self.refs.capacity() * std::mem::size_of::<u16>()
-    }
-
-    /// Where `check_refs` counts `handle`, if it names a whole point of the
-    /// arena (snapshot checks).
-    pub(crate) fn ref_index(&self, handle: u32) -> Option<usize> {
-        self.row_of(handle)
     }
 
     /// Checks the counts against the leaves that claim them (snapshot

@@ -248,7 +248,8 @@ impl Lanes {
             return;
         };
         // Each lane's state is the step it stands on, packed as a `Step`:
-        // node (or `LEAF` once it reached a leaf), run start and count.
+        // node (or `LEAF` once it reached a leaf), run start and count, and
+        // depth (the lane's path length once it reached its leaf).
         // Every tree of a forest has the same node arena size; cutting the
         // lanes' node slices to it lets one bound serve them all.
         let arena = first.nodes.len();
