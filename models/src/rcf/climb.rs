@@ -13,6 +13,7 @@
 
 use super::boxes::pos;
 use super::geo::{Dyn, Geo, Packed};
+use super::kernel::Scan;
 use super::point_store::PointStore;
 use super::traversal::{Climb, Path, Plan, draw_cut, sibling_run};
 use super::tree::Tree;
@@ -188,7 +189,7 @@ impl Tree {
     ) -> (f64, Plan) {
         if rng.is_none() {
             // No insertion to plan: the geometry's own (possibly faster) climb.
-            let score = g.score_tree(self, store, Some(path), &mut c.attr, attr);
+            let score = g.score_tree(self, store, Some(path), &mut c.attr, attr, Scan::Chunked);
             return (score, Plan::Empty);
         }
         self.climb_with(g, store, path, &mut c.attr, attr, rng)

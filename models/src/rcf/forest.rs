@@ -14,6 +14,7 @@ use super::RcfError;
 use super::attribution::DiVector;
 use super::config::{ForestBuilder, ForestConfig};
 use super::geo::{Dyn, Geo, Packed};
+use super::kernel::Scan;
 use super::point_store::PointStore;
 use super::shingle::Shingler;
 use super::traversal::{Climb, LANES, Lanes, Plan, Scratch};
@@ -188,7 +189,7 @@ impl Group {
             lanes.descend(trees, g.p(), |_| true);
             for (k, tree) in trees.iter().enumerate() {
                 let a = attr.as_deref_mut();
-                *total += g.score_tree(tree, &self.store, lanes.path(k), tree_attr, a);
+                *total += g.score_tree(tree, &self.store, lanes.path(k), tree_attr, a, Scan::Loop);
             }
         }
     }

@@ -12,6 +12,7 @@ use wide::f32x4;
 
 use super::boxes::gap_span;
 use super::climb::attribute_terms;
+use super::kernel::Scan;
 use super::point_store::PointStore;
 use super::traversal::Path;
 use super::tree::Tree;
@@ -41,7 +42,8 @@ pub(super) trait Geo {
     fn add_run(&mut self, tree: &Tree, store: &PointStore, from: u16, to: u16);
     /// `tree`'s normalised score of the point, which descended along `path`
     /// (`None`: the tree is empty), adding its attribution terms to `attr`
-    /// if given (`Tree::score_in`).
+    /// if given (`Tree::score_in`), reading sibling runs as `scan` says
+    /// where the geometry has a choice.
     #[inline(always)]
     fn score_tree(
         &mut self,
@@ -50,6 +52,7 @@ pub(super) trait Geo {
         path: Option<Path<'_>>,
         tree_attr: &mut Vec<f64>,
         attr: Option<&mut [f64]>,
+        _scan: Scan,
     ) -> f64
     where
         Self: Sized,
@@ -180,7 +183,8 @@ impl<const L: usize, const N: usize> Geo for Packed<L, N> {
     }
     #[inline(always)]
     fn add_run(&mut self, tree: &Tree, store: &PointStore, from: u16, to: u16) {
-        tree.add_run_packed::<L, N>(store, from, to, &mut self.lo, &mut self.hi);
+        // Only learning climbs (`climb.rs` with insertion planning) get here.
+        tree.add_run_chunked::<L, N>(store, from, to, &mut self.lo, &mut self.hi);
     }
     #[inline(always)]
     fn score_tree(
@@ -190,10 +194,11 @@ impl<const L: usize, const N: usize> Geo for Packed<L, N> {
         path: Option<Path<'_>>,
         tree_attr: &mut Vec<f64>,
         attr: Option<&mut [f64]>,
+        scan: Scan,
     ) -> f64 {
         match (path, attr) {
-            (Some(path), None) => tree.score_packed(self, store, path),
-            (Some(path), Some(a)) => tree.attribute_packed(self, store, path, a),
+            (Some(path), None) => tree.score_packed(self, store, path, scan),
+            (Some(path), Some(a)) => tree.attribute_packed(self, store, path, a, scan),
             (None, attr) => tree.score_in(self, store, None, tree_attr, attr),
         }
     }

@@ -402,3 +402,42 @@ fn trees_deeper_than_a_lane_path_score_as_the_per_tree_descent_does() {
         "the stream should build deep trees: {deepest}"
     );
 }
+
+/// The lockstep descent reads trees of the default sample size through a
+/// fixed-size node table and others through slices; a batch mixing sizes
+/// (which a forest never holds) must still give every tree the path its
+/// own descent gives, whichever size comes first.
+#[test]
+fn lockstep_descent_of_mixed_tree_sizes_equals_the_per_tree_descent() {
+    let learn = |sample: usize, seed: u64| {
+        let mut f = forest(4, sample, 2, 1, seed);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        for _ in 0..600 {
+            f.update(&[rng.next_gaussian(), rng.next_gaussian()])
+                .expect("dims");
+        }
+        f.groups_for_tests()[0].1.to_vec()
+    };
+    let (full, small) = (learn(256, 1), learn(64, 2));
+    assert_eq!((full[0].nodes.len(), small[0].nodes.len()), (256, 64));
+    let batches = [
+        vec![&full[0], &small[0], &full[1], &small[1], &full[2]],
+        vec![&small[2], &full[3], &small[3], &full[0]],
+    ];
+    let mut lanes = traversal::Lanes::default();
+    let mut path = traversal::PathBuf::default();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+    for batch in batches {
+        let trees: Vec<tree::Tree> = batch.into_iter().cloned().collect();
+        for _ in 0..50 {
+            let p = [rng.next_gaussian() as f32, rng.next_gaussian() as f32];
+            lanes.descend(&trees, &p, |_| true);
+            for (k, t) in trees.iter().enumerate() {
+                t.descend(&p, &mut path);
+                let got = lanes.path(k).expect("non-empty tree");
+                assert_eq!(got.steps, path.as_path().steps, "lane {k}");
+                assert_eq!(got.leaf, path.as_path().leaf, "lane {k}");
+            }
+        }
+    }
+}
