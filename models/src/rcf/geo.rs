@@ -184,7 +184,7 @@ impl<const L: usize, const N: usize> Geo for Packed<L, N> {
     #[inline(always)]
     fn add_run(&mut self, tree: &Tree, store: &PointStore, from: u16, to: u16) {
         // Only learning climbs (`climb.rs` with insertion planning) get here.
-        tree.add_run_chunked::<L, N>(store, from, to, &mut self.lo, &mut self.hi);
+        tree.add_run_packed::<L, N>(store, from, to, &mut self.lo, &mut self.hi, Scan::Chunked);
     }
     #[inline(always)]
     fn score_tree(

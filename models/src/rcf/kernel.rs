@@ -20,6 +20,19 @@ use super::point_store::PointStore;
 use super::traversal::{Path, sibling_run};
 use super::tree::{NO_BOX, Tree};
 
+/// Grows the box (`$l`, `$h`) by the point `$handle`. A macro, not a
+/// function: as a function LLVM allocated registers a little worse here
+/// (+0.05 % score, +0.2 % update + score instructions).
+macro_rules! grow {
+    ($L:ident, $N:ident, $l:ident, $h:ident, $store:ident, $handle:expr) => {{
+        let q = load::<$L, $N>($store.get_n::<$N>($handle));
+        for i in 0..$L {
+            $l[i] = $l[i].fast_min(q[i]);
+            $h[i] = $h[i].fast_max(q[i]);
+        }
+    }};
+}
+
 impl Tree {
     /// The normalised score of `g`'s point, which descended along `path`.
     #[inline(always)]
@@ -95,10 +108,7 @@ impl Tree {
             }
             level -= 1;
             let (a, b) = sibling_run(s.start(), s.count(), from, to);
-            match scan {
-                Scan::Loop => self.add_run_packed::<L, N>(store, a, b, &mut lo, &mut hi),
-                Scan::Chunked => self.add_run_chunked::<L, N>(store, a, b, &mut lo, &mut hi),
-            }
+            self.add_run_packed::<L, N>(store, a, b, &mut lo, &mut hi, scan);
             (from, to) = (s.start(), s.start() + s.count());
             let (gap, span) = gap_span_packed(&p, &lo, &hi);
             if gap <= 0.0 {
@@ -146,7 +156,10 @@ impl Tree {
     }
 
     /// Grows the box (`lo`, `hi`) by the points of the leaves at positions
-    /// `from..to` (`Tree::scan_run` with the box kept in registers).
+    /// `from..to` (`Tree::scan_run` with the box kept in registers), read as
+    /// `scan` says: leaf by leaf, or four at a time with the last group
+    /// padded with the run's last leaf (a min or max of a point already in
+    /// the box changes nothing).
     #[inline(always)]
     pub(super) fn add_run_packed<const L: usize, const N: usize>(
         &self,
@@ -155,49 +168,29 @@ impl Tree {
         to: u16,
         lo: &mut [f32x4; L],
         hi: &mut [f32x4; L],
-    ) {
-        let (mut l, mut h) = (*lo, *hi);
-        for &handle in &self.leaves[usize::from(from)..usize::from(to)] {
-            let q = load::<L, N>(store.get_n::<N>(handle));
-            for i in 0..L {
-                l[i] = l[i].fast_min(q[i]);
-                h[i] = h[i].fast_max(q[i]);
-            }
-        }
-        (*lo, *hi) = (l, h);
-    }
-
-    /// `add_run_packed` reading the run four leaves at a time, the last
-    /// group padded with the run's last leaf (a min or max of a point already
-    /// in the box changes nothing), for `Scan::Chunked`.
-    #[inline(always)]
-    pub(super) fn add_run_chunked<const L: usize, const N: usize>(
-        &self,
-        store: &PointStore,
-        from: u16,
-        to: u16,
-        lo: &mut [f32x4; L],
-        hi: &mut [f32x4; L],
+        scan: Scan,
     ) {
         let run = &self.leaves[usize::from(from)..usize::from(to)];
-        let Some(last) = run.len().checked_sub(1) else {
-            return;
-        };
         let (mut l, mut h) = (*lo, *hi);
-        let mut add = |handle: u32| {
-            let q = load::<L, N>(store.get_n::<N>(handle));
-            for i in 0..L {
-                l[i] = l[i].fast_min(q[i]);
-                h[i] = h[i].fast_max(q[i]);
+        match scan {
+            Scan::Loop => {
+                for &handle in run {
+                    grow!(L, N, l, h, store, handle);
+                }
             }
-        };
-        let mut i = 0;
-        while i <= last {
-            add(run[i]);
-            add(run[(i + 1).min(last)]);
-            add(run[(i + 2).min(last)]);
-            add(run[(i + 3).min(last)]);
-            i += 4;
+            Scan::Chunked if !run.is_empty() => {
+                let last = run.len() - 1;
+                let mut add = |handle: u32| grow!(L, N, l, h, store, handle);
+                let mut i = 0;
+                while i <= last {
+                    add(run[i]);
+                    add(run[(i + 1).min(last)]);
+                    add(run[(i + 2).min(last)]);
+                    add(run[(i + 3).min(last)]);
+                    i += 4;
+                }
+            }
+            Scan::Chunked => {}
         }
         (*lo, *hi) = (l, h);
     }
