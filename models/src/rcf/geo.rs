@@ -183,7 +183,9 @@ impl<const L: usize, const N: usize> Geo for Packed<L, N> {
     }
     #[inline(always)]
     fn add_run(&mut self, tree: &Tree, store: &PointStore, from: u16, to: u16) {
-        // Only learning climbs (`climb.rs` with insertion planning) get here.
+        // Learning climbs (`climb.rs` with insertion planning) and the
+        // kernel's cold fallback for an inconsistent tree get here; the
+        // scores of `Forest::score` go through `score_packed` instead.
         tree.add_run_packed::<L, N>(store, from, to, &mut self.lo, &mut self.hi, Scan::Chunked);
     }
     #[inline(always)]
