@@ -118,15 +118,22 @@ impl Tree {
     /// from its children.
     pub(super) fn refresh_box(&mut self, store: &PointStore, n: u16, start: u16, count: u16) {
         let dims = self.dims;
-        let mut tmp = std::mem::take(&mut self.tmp);
-        tmp.clear();
-        tmp.resize(dims, f32::INFINITY);
-        tmp.resize(2 * dims, f32::NEG_INFINITY);
+        // The new box is built apart from `boxes` (the children's boxes are
+        // read from there): on the stack up to 32 dimensions, which saves
+        // every tree a buffer of its own.
+        let (mut stack, mut heap) = ([0.0f32; 64], Vec::new());
+        let tmp: &mut [f32] = if 2 * dims <= stack.len() {
+            &mut stack[..2 * dims]
+        } else {
+            heap.resize(2 * dims, 0.0);
+            &mut heap
+        };
         let (bmin, bmax) = tmp.split_at_mut(dims);
+        bmin.fill(f32::INFINITY);
+        bmax.fill(f32::NEG_INFINITY);
         self.union_node(store, n, start, count, bmin, bmax);
         let at = usize::from(self.box_slot[usize::from(n)]) * 2 * dims;
-        self.boxes[at..at + 2 * dims].copy_from_slice(&tmp);
-        self.tmp = tmp;
+        self.boxes[at..at + 2 * dims].copy_from_slice(tmp);
     }
 
     /// Removes node `n`'s cached box, if any. The last slot moves into the
@@ -159,10 +166,11 @@ impl Tree {
     }
 
     /// Rebuilds `box_owner` (not serialised) after a restore, compacting the
-    /// free slots that snapshots of earlier versions may hold.
+    /// free slots that snapshots of earlier versions may hold (their boxes
+    /// then outnumber the owners).
     fn sync_box_owners(&mut self) {
         let width = 2 * self.dims;
-        if self.box_owner.len() * width == self.boxes.len() && self.free_boxes.is_empty() {
+        if self.box_owner.len() * width == self.boxes.len() {
             return;
         }
         let mut owned: Vec<(u16, u16)> = self
@@ -183,7 +191,6 @@ impl Tree {
             self.box_owner.push(n);
         }
         self.boxes.truncate(owned.len() * width);
-        self.free_boxes = Vec::new();
     }
 }
 

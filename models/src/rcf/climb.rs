@@ -37,6 +37,17 @@ pub(super) fn score_seen(depth: usize, mass: u16) -> f64 {
     1.0 / (depth as f64 + (f64::from(mass) + 1.0).log2())
 }
 
+/// Depths below this take `score_unseen` from a table.
+pub(super) const TABLED_DEPTHS: usize = INV.len();
+
+/// `score_unseen` for a depth below `TABLED_DEPTHS`, without a bounds
+/// check (the mask is a no-op there).
+#[inline(always)]
+pub(super) fn score_unseen_tabled(depth: usize) -> f64 {
+    const _: () = assert!(TABLED_DEPTHS.is_power_of_two());
+    INV[depth % TABLED_DEPTHS]
+}
+
 #[inline(always)]
 pub(super) fn score_unseen(depth: usize) -> f64 {
     match INV.get(depth) {

@@ -60,11 +60,11 @@ impl Default for ForestBuilder {
             time_decay: None,
             output_after: None,
             seed: 0,
-            // Measured (BENCHMARKS.md, round 7): 24 leaves keeps a 50x256x8
-            // forest under 600 KB over a 2M-point stream (575 KB at most; 20
-            // leaves reached 591 KB, too little margin); lower values trade
-            // memory for fewer leaf scans. Scores do not depend on it.
-            box_cache_min_mass: 24,
+            // Measured (BENCHMARKS.md, round 9): 20 leaves keeps a 50x256x8
+            // forest under 600 KB over a 2M-point stream; lower values trade
+            // memory for fewer leaf scans (18 leaves: ~10 KB more, too little
+            // margin). Scores do not depend on it.
+            box_cache_min_mass: 20,
             threads: 1,
         }
     }

@@ -185,13 +185,17 @@ impl Group {
         mut attr: Option<&mut [f64]>,
         total: &mut f64,
     ) {
+        // Summed in a local (in tree order, as before): through `total`
+        // every tree's score was stored to memory.
+        let mut sum = *total;
         for trees in self.trees.chunks(LANES) {
             lanes.descend(trees, g.p(), |_| true);
             for (k, tree) in trees.iter().enumerate() {
                 let a = attr.as_deref_mut();
-                *total += g.score_tree(tree, &self.store, lanes.path(k), tree_attr, a, Scan::Loop);
+                sum += g.score_tree(tree, &self.store, lanes.path(k), tree_attr, a, Scan::Loop);
             }
         }
+        *total = sum;
     }
 }
 

@@ -14,11 +14,11 @@
 
 use wide::f32x4;
 
-use super::climb::{attribute_terms, leaf_terms, score_seen, score_unseen};
+use super::climb::{TABLED_DEPTHS, attribute_terms, leaf_terms, score_seen, score_unseen_tabled};
 use super::geo::{Packed, gap_span_packed, load};
 use super::point_store::PointStore;
 use super::traversal::{Path, sibling_run};
-use super::tree::{NO_BOX, Tree};
+use super::tree::Tree;
 
 /// Grows the box (`$l`, `$h`) by the point `$handle`. A macro, not a
 /// function: as a function LLVM allocated registers a little worse here
@@ -74,6 +74,10 @@ impl Tree {
     ) -> f64 {
         let steps = path.steps;
         let depth = steps.len();
+        if depth >= TABLED_DEPTHS {
+            // Only degenerate data builds trees this deep.
+            return self.score_general(g, store, path, ATTR.then_some(attr));
+        }
         let norm = self.norm();
         let leaf = usize::from(path.leaf);
         let p = g.p;
@@ -89,7 +93,7 @@ impl Tree {
             return score;
         }
         let (mut lo, mut hi) = (q, q);
-        let mut score = score_unseen(depth);
+        let mut score = score_unseen_tabled(depth);
         let mut terms = Terms::<N>::default();
         if ATTR {
             terms.leaf(lanes::<L, N>(&p), lanes::<L, N>(&q), score);
@@ -122,26 +126,30 @@ impl Tree {
             }
             score = level_score(score, level, prob);
         }
-        let width = 2 * N;
+        // The cached boxes as rows of `N` values: slot `s` is rows `2s`
+        // (minima) and `2s + 1` (maxima). A missing box (`NO_BOX`) names
+        // rows past the end, so one range check covers both.
+        let rows: &[[f32; N]] = match bytemuck::try_cast_slice(&self.boxes) {
+            Ok(rows) => rows,
+            // Unreachable: `boxes` holds whole boxes of `2 * N` values.
+            Err(_) => return self.score_general(g, store, path, ATTR.then_some(attr)),
+        };
         while level > 0 && !inside {
             level -= 1;
             let n = steps[level].node();
-            let slot = self.box_slot[usize::from(n)];
-            if slot == NO_BOX {
+            let row = 2 * usize::from(self.box_slot[usize::from(n)]);
+            let Some([b_lo, b_hi]) = rows.get(row..row + 2) else {
                 // Unreachable for a consistent tree (checked on restore).
                 return self.score_general(g, store, path, ATTR.then_some(attr));
-            }
-            let start = usize::from(slot) * width;
-            let b = &self.boxes[start..start + width];
-            let (blo, bhi): ([f32x4; L], [f32x4; L]) = (load::<L, N>(b), load::<L, N>(&b[N..]));
+            };
+            let (blo, bhi): ([f32x4; L], [f32x4; L]) = (load::<L, N>(b_lo), load::<L, N>(b_hi));
             let (gap, span) = gap_span_packed(&p, &blo, &bhi);
             if gap <= 0.0 {
                 break;
             }
             let prob = f64::from(gap) / f64::from(gap + span);
             if ATTR {
-                let (l, h) = (&b[..N], &b[N..]);
-                terms.level(lanes::<L, N>(&p), l, h, level, prob, gap + span);
+                terms.level(lanes::<L, N>(&p), b_lo, b_hi, level, prob, gap + span);
             }
             score = level_score(score, level, prob);
         }
@@ -263,7 +271,7 @@ impl<const N: usize> Terms<N> {
     /// (`Level::visit`).
     #[inline(always)]
     fn level(&mut self, p: &[f32], lo: &[f32], hi: &[f32], level: usize, prob: f64, total: f32) {
-        let (keep, inv) = (1.0 - prob, score_unseen(level) / f64::from(total));
+        let (keep, inv) = (1.0 - prob, score_unseen_tabled(level) / f64::from(total));
         let (high, low) = (&mut self.high, &mut self.low);
         attribute_terms(high, low, &p[..N], &lo[..N], &hi[..N], keep, inv);
     }
@@ -272,7 +280,7 @@ impl<const N: usize> Terms<N> {
 /// One level of the score recurrence (as `Level::visit` computes it).
 #[inline(always)]
 fn level_score(below: f64, level: usize, prob: f64) -> f64 {
-    prob * score_unseen(level) + (1.0 - prob) * below
+    prob * score_unseen_tabled(level) + (1.0 - prob) * below
 }
 
 #[cfg(test)]

@@ -58,8 +58,11 @@ pub(super) struct TreeRepr {
     #[serde(default)]
     leaf_mass: Option<Vec<u16>>,
     boxes: Vec<f32>,
-    #[serde(default)]
-    free_boxes: Vec<u16>,
+    /// Free box slots, listed by snapshots written before slots were kept
+    /// dense. Not needed to read them: the first box change compacts the
+    /// slots (`Tree::sync_box_owners`).
+    #[serde(default, rename = "free_boxes")]
+    _free_boxes: serde::de::IgnoredAny,
     sampler: Sampler,
     rng: Xoshiro256PlusPlus,
     full_norm: f64,
@@ -95,12 +98,10 @@ impl TryFrom<TreeRepr> for Tree {
             leaves: Vec::new(),
             masses: Vec::new(),
             boxes: r.boxes,
-            free_boxes: r.free_boxes,
             box_owner: Vec::new(),
             sampler: r.sampler,
             rng: r.rng,
             full_norm: r.full_norm,
-            tmp: Vec::new(),
         };
         match (r.leaves, r.masses, r.leaf_point, r.leaf_mass) {
             (Some(leaves), Some(masses), None, None) => {
@@ -173,7 +174,6 @@ fn convert(tree: &mut Tree, slot_point: &[u32], slot_mass: &[u16]) -> Result<(),
     }
     tree.boxes = boxes;
     tree.box_slot = box_slot;
-    tree.free_boxes = Vec::new();
     let points = tree
         .sampler
         .leaves

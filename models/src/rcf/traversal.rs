@@ -148,10 +148,12 @@ impl PathBuf {
     }
 }
 
-/// Path length a lane records in place; a deeper descent (only degenerate
-/// data, such as a monotone drift, builds trees that deep) is redone by the
-/// per-tree descent into a growable buffer.
+/// Steps a lane records in place; a path of this many steps or more (only
+/// degenerate data, such as a monotone drift, builds trees that deep) is
+/// redone by the per-tree descent into a growable buffer. A power of two, so
+/// that a recorded length masked by `FAST_DEPTH - 1` needs no bounds check.
 const FAST_DEPTH: usize = 64;
+const _: () = assert!(FAST_DEPTH.is_power_of_two());
 
 /// Coordinates of the descended point. Up to 32 dimensions they are padded
 /// into a fixed array read with a masked index (no bounds check per step).
@@ -211,8 +213,8 @@ impl<'t> Table<'t> for &'t [Node; FULL] {
 /// Paths of up to `LANES` trees descended in one batch.
 #[derive(Debug, Clone)]
 pub(crate) struct Lanes {
-    /// Lane `k`'s path is `fast[k][..len[k]]`, or `deep[k]` when longer
-    /// than `FAST_DEPTH`.
+    /// Lane `k`'s path is `fast[k][..len[k]]`, or `deep[k]` when at least
+    /// `FAST_DEPTH` long.
     fast: Box<[[Step; FAST_DEPTH]; LANES]>,
     deep: Vec<PathBuf>,
     len: [u32; LANES],
@@ -241,16 +243,21 @@ impl Lanes {
     /// Lane `k`'s path, or `None` for an empty or skipped tree.
     #[inline]
     pub(super) fn path(&self, k: usize) -> Option<Path<'_>> {
+        // The common case first, with one test and no bounds checks: `k` is
+        // below `LANES` and a fast path's length below `FAST_DEPTH`, so the
+        // masks change nothing.
+        let lane = k % LANES;
+        if (self.live & !self.deep_lanes) & (1 << lane) != 0 {
+            let len = self.len[lane] as usize & (FAST_DEPTH - 1);
+            return Some(Path {
+                steps: &self.fast[lane][..len],
+                leaf: self.leaf[lane],
+            });
+        }
         if self.live & (1 << k) == 0 {
             return None;
         }
-        if self.deep_lanes & (1 << k) != 0 {
-            return Some(self.deep[k].as_path());
-        }
-        Some(Path {
-            steps: &self.fast[k][..self.len[k] as usize],
-            leaf: self.leaf[k],
-        })
+        Some(self.deep[k].as_path())
     }
 
     /// Descends `p` in every tree of `trees` (at most `LANES`) for which `want`
@@ -273,7 +280,7 @@ impl Lanes {
         }
         self.deep_lanes = 0;
         for (k, t) in trees.iter().enumerate() {
-            if self.live & (1 << k) != 0 && self.len[k] as usize > FAST_DEPTH {
+            if self.live & (1 << k) != 0 && self.len[k] as usize >= FAST_DEPTH {
                 if self.deep.len() < LANES {
                     self.deep.resize(LANES, PathBuf::default());
                 }

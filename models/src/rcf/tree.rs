@@ -90,10 +90,6 @@ pub(crate) struct Tree {
     pub(super) masses: Vec<u16>,
     /// Cached boxes: slot `s` holds `dims` minima then `dims` maxima.
     pub(super) boxes: Vec<f32>,
-    /// Always empty now (slots are dense); snapshots of earlier versions may
-    /// list free slots here, which the first box change compacts.
-    #[serde(default)]
-    pub(super) free_boxes: Vec<u16>,
     /// The node owning each slot (rebuilt from `box_slot` after a restore).
     #[serde(skip)]
     pub(super) box_owner: Vec<u16>,
@@ -102,9 +98,6 @@ pub(crate) struct Tree {
     /// `log2(sample_size + 1)`, the score normaliser of a full tree (saves a
     /// `log2` per tree per score).
     pub(super) full_norm: f64,
-    /// Scratch for recomputing a box (`dims` minima then maxima).
-    #[serde(skip)]
-    pub(super) tmp: Vec<f32>,
 }
 
 impl Tree {
@@ -132,12 +125,10 @@ impl Tree {
             leaves: Vec::with_capacity(sample_size + 1),
             masses: Vec::with_capacity(sample_size + 1),
             boxes: Vec::new(),
-            free_boxes: Vec::new(),
             box_owner: Vec::new(),
             sampler: Sampler::new(sample_size, time_decay),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             full_norm: (sample_size as f64 + 1.0).log2(),
-            tmp: Vec::new(),
         }
     }
 
@@ -377,9 +368,7 @@ impl Tree {
             + self.leaves.capacity() * 4
             + self.masses.capacity() * 2
             + self.boxes.capacity() * 4
-            + self.free_boxes.capacity() * 2
             + self.box_owner.capacity() * 2
-            + self.tmp.capacity() * 4
             + self.sampler.heap_bytes()
     }
 
