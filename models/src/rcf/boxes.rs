@@ -3,8 +3,8 @@
 //!
 //! The climbs of the common dimensions use the SIMD versions in `geo.rs`;
 //! these serve box upkeep on insertion and deletion and the other
-//! dimensions, and are written for LLVM's vectoriser (the workspace forbids
-//! `unsafe`, so no intrinsics): for the common dimensions (4, 8, 16 and 32) a const-size
+//! dimensions, and are written for LLVM's vectoriser (intrinsics would need
+//! `unsafe`, which the workspace denies): for the common dimensions (4, 8, 16 and 32) a const-size
 //! version is fully unrolled into SSE operations, and the gap uses
 //! `(d + |d|) / 2` rather than a comparison, which LLVM otherwise turns into
 //! per-lane branches. `max(p - hi, lo - p)` is the signed distance of `p`

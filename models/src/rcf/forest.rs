@@ -145,8 +145,17 @@ impl Group {
         }
     }
 
-    /// Adds the trees' scores of `p` to `total` (in tree order) without learning.
-    fn score_only(&self, p: &[f32], s: &mut Scratch, attr: Option<&mut [f64]>, total: &mut f64) {
+    /// Adds the trees' scores of `p` to `total` (in tree order) without
+    /// learning. Inlined into each instruction-set variant (`isa.rs`).
+    #[inline(always)]
+    pub(super) fn score_only(
+        &self,
+        p: &[f32],
+        s: &mut Scratch,
+        attr: Option<&mut [f64]>,
+        total: &mut f64,
+        descend: &impl Fn(&mut Lanes, &[Tree], &[f32]),
+    ) {
         // The point is wrapped once for all trees (one dispatch on the
         // dimension per point, not per tree). `process` keeps the per-tree
         // dispatch of `Tree::climb`: the same change there cost 1 %
@@ -158,25 +167,82 @@ impl Group {
             attr: tree_attr,
         } = climb;
         match p.len() {
-            2 => self.score_in(&mut Packed::<1, 2>::new(p), lanes, tree_attr, attr, total),
-            3 => self.score_in(&mut Packed::<1, 3>::new(p), lanes, tree_attr, attr, total),
-            4 => self.score_in(&mut Packed::<1, 4>::new(p), lanes, tree_attr, attr, total),
-            6 => self.score_in(&mut Packed::<2, 6>::new(p), lanes, tree_attr, attr, total),
-            8 => self.score_in(&mut Packed::<2, 8>::new(p), lanes, tree_attr, attr, total),
-            12 => self.score_in(&mut Packed::<3, 12>::new(p), lanes, tree_attr, attr, total),
-            16 => self.score_in(&mut Packed::<4, 16>::new(p), lanes, tree_attr, attr, total),
-            32 => self.score_in(&mut Packed::<8, 32>::new(p), lanes, tree_attr, attr, total),
+            2 => self.score_in(
+                &mut Packed::<1, 2>::new(p),
+                lanes,
+                tree_attr,
+                attr,
+                total,
+                descend,
+            ),
+            3 => self.score_in(
+                &mut Packed::<1, 3>::new(p),
+                lanes,
+                tree_attr,
+                attr,
+                total,
+                descend,
+            ),
+            4 => self.score_in(
+                &mut Packed::<1, 4>::new(p),
+                lanes,
+                tree_attr,
+                attr,
+                total,
+                descend,
+            ),
+            6 => self.score_in(
+                &mut Packed::<2, 6>::new(p),
+                lanes,
+                tree_attr,
+                attr,
+                total,
+                descend,
+            ),
+            8 => self.score_in(
+                &mut Packed::<2, 8>::new(p),
+                lanes,
+                tree_attr,
+                attr,
+                total,
+                descend,
+            ),
+            12 => self.score_in(
+                &mut Packed::<3, 12>::new(p),
+                lanes,
+                tree_attr,
+                attr,
+                total,
+                descend,
+            ),
+            16 => self.score_in(
+                &mut Packed::<4, 16>::new(p),
+                lanes,
+                tree_attr,
+                attr,
+                total,
+                descend,
+            ),
+            32 => self.score_in(
+                &mut Packed::<8, 32>::new(p),
+                lanes,
+                tree_attr,
+                attr,
+                total,
+                descend,
+            ),
             _ => {
                 let mut g = Dyn {
                     p,
                     lo: &mut bmin[..],
                     hi: &mut bmax[..],
                 };
-                self.score_in(&mut g, lanes, tree_attr, attr, total)
+                self.score_in(&mut g, lanes, tree_attr, attr, total, descend)
             }
         }
     }
 
+    #[inline(always)]
     fn score_in<G: Geo>(
         &self,
         g: &mut G,
@@ -184,12 +250,13 @@ impl Group {
         tree_attr: &mut Vec<f64>,
         mut attr: Option<&mut [f64]>,
         total: &mut f64,
+        descend: &impl Fn(&mut Lanes, &[Tree], &[f32]),
     ) {
         // Summed in a local (in tree order, as before): through `total`
         // every tree's score was stored to memory.
         let mut sum = *total;
         for trees in self.trees.chunks(LANES) {
-            lanes.descend(trees, g.p(), |_| true);
+            descend(lanes, trees, g.p());
             for (k, tree) in trees.iter().enumerate() {
                 let a = attr.as_deref_mut();
                 sum += g.score_tree(tree, &self.store, lanes.path(k), tree_attr, a, Scan::Loop);
@@ -330,7 +397,7 @@ impl Forest {
             if scored {
                 s.ensure(self.config.dimensions());
                 for g in &self.groups {
-                    g.score_only(&point, s, attr.as_deref_mut(), &mut total);
+                    g.score_only_best(&point, s, attr.as_deref_mut(), &mut total);
                 }
             }
             s.q = point;

@@ -17,7 +17,7 @@ use wide::f32x4;
 use super::climb::{TABLED_DEPTHS, attribute_terms, leaf_terms, score_seen, score_unseen_tabled};
 use super::geo::{Packed, gap_span_packed, load};
 use super::point_store::PointStore;
-use super::traversal::{Path, sibling_run};
+use super::traversal::{Path, Step, sibling_run};
 use super::tree::Tree;
 
 /// Grows the box (`$l`, `$h`) by the point `$handle`. A macro, not a
@@ -76,7 +76,7 @@ impl Tree {
         let depth = steps.len();
         if depth >= TABLED_DEPTHS {
             // Only degenerate data builds trees this deep.
-            return self.score_general(g, store, path, ATTR.then_some(attr));
+            return self.score_general(g, store, path.steps, path.leaf, ATTR.then_some(attr));
         }
         let norm = self.norm();
         let leaf = usize::from(path.leaf);
@@ -104,54 +104,70 @@ impl Tree {
         let (mut from, mut to) = (path.leaf, path.leaf + 1);
         let mut level = depth;
         let threshold = self.box_min_mass;
-        let mut inside = false;
-        while level > 0 {
-            let s = steps[level - 1];
-            if s.count() >= threshold {
-                break;
+        // Leaving this block means `p` is inside a box: no higher level
+        // adds to the score.
+        'climb: {
+            while level > 0 {
+                let s = steps[level - 1];
+                if s.count() >= threshold {
+                    break;
+                }
+                level -= 1;
+                let (a, b) = sibling_run(s.start(), s.count(), from, to);
+                self.add_run_packed::<L, N>(store, a, b, &mut lo, &mut hi, scan);
+                (from, to) = (s.start(), s.start() + s.count());
+                let (gap, span) = gap_span_packed(&p, &lo, &hi);
+                if gap <= 0.0 {
+                    break 'climb;
+                }
+                let prob = f64::from(gap) / f64::from(gap + span);
+                if ATTR {
+                    let (l, h) = (lanes::<L, N>(&lo), lanes::<L, N>(&hi));
+                    terms.level(lanes::<L, N>(&p), l, h, level, prob, gap + span);
+                }
+                score = level_score(score, level, prob);
             }
-            level -= 1;
-            let (a, b) = sibling_run(s.start(), s.count(), from, to);
-            self.add_run_packed::<L, N>(store, a, b, &mut lo, &mut hi, scan);
-            (from, to) = (s.start(), s.start() + s.count());
-            let (gap, span) = gap_span_packed(&p, &lo, &hi);
-            if gap <= 0.0 {
-                inside = true;
-                break;
-            }
-            let prob = f64::from(gap) / f64::from(gap + span);
-            if ATTR {
-                let (l, h) = (lanes::<L, N>(&lo), lanes::<L, N>(&hi));
-                terms.level(lanes::<L, N>(&p), l, h, level, prob, gap + span);
-            }
-            score = level_score(score, level, prob);
-        }
-        // The cached boxes as rows of `N` values: slot `s` is rows `2s`
-        // (minima) and `2s + 1` (maxima). A missing box (`NO_BOX`) names
-        // rows past the end, so one range check covers both.
-        let rows: &[[f32; N]] = match bytemuck::try_cast_slice(&self.boxes) {
-            Ok(rows) => rows,
-            // Unreachable: `boxes` holds whole boxes of `2 * N` values.
-            Err(_) => return self.score_general(g, store, path, ATTR.then_some(attr)),
-        };
-        while level > 0 && !inside {
-            level -= 1;
-            let n = steps[level].node();
-            let row = 2 * usize::from(self.box_slot[usize::from(n)]);
-            let Some([b_lo, b_hi]) = rows.get(row..row + 2) else {
-                // Unreachable for a consistent tree (checked on restore).
-                return self.score_general(g, store, path, ATTR.then_some(attr));
+            // The cached boxes as rows of `N` values: slot `s` is rows `2s`
+            // (minima) and `2s + 1` (maxima). A missing box (`NO_BOX`) names
+            // rows past the end, so one range check covers both.
+            let rows: &[[f32; N]] = match bytemuck::try_cast_slice(&self.boxes) {
+                Ok(rows) => rows,
+                // Unreachable: `boxes` holds whole boxes of `2 * N` values.
+                Err(_) => {
+                    return self.score_general(
+                        g,
+                        store,
+                        path.steps,
+                        path.leaf,
+                        ATTR.then_some(attr),
+                    );
+                }
             };
-            let (blo, bhi): ([f32x4; L], [f32x4; L]) = (load::<L, N>(b_lo), load::<L, N>(b_hi));
-            let (gap, span) = gap_span_packed(&p, &blo, &bhi);
-            if gap <= 0.0 {
-                break;
+            while level > 0 {
+                level -= 1;
+                let n = steps[level].node();
+                let row = 2 * usize::from(self.box_slot[usize::from(n)]);
+                let Some([b_lo, b_hi]) = rows.get(row..row + 2) else {
+                    // Unreachable for a consistent tree (checked on restore).
+                    return self.score_general(
+                        g,
+                        store,
+                        path.steps,
+                        path.leaf,
+                        ATTR.then_some(attr),
+                    );
+                };
+                let (blo, bhi): ([f32x4; L], [f32x4; L]) = (load::<L, N>(b_lo), load::<L, N>(b_hi));
+                let (gap, span) = gap_span_packed(&p, &blo, &bhi);
+                if gap <= 0.0 {
+                    break 'climb;
+                }
+                let prob = f64::from(gap) / f64::from(gap + span);
+                if ATTR {
+                    terms.level(lanes::<L, N>(&p), b_lo, b_hi, level, prob, gap + span);
+                }
+                score = level_score(score, level, prob);
             }
-            let prob = f64::from(gap) / f64::from(gap + span);
-            if ATTR {
-                terms.level(lanes::<L, N>(&p), b_lo, b_hi, level, prob, gap + span);
-            }
-            score = level_score(score, level, prob);
         }
         if ATTR {
             let (high, low) = attr[..2 * N].split_at_mut(N);
@@ -203,15 +219,20 @@ impl Tree {
         (*lo, *hi) = (l, h);
     }
 
+    /// The general climb, for paths the kernel does not take. Given the
+    /// path's parts: a `Path` argument (24 bytes) is passed through memory,
+    /// and the kernel stored it there on every climb.
     #[cold]
     fn score_general<const L: usize, const N: usize>(
         &self,
         g: &mut Packed<L, N>,
         store: &PointStore,
-        path: Path<'_>,
+        steps: &[Step],
+        leaf: u16,
         attr: Option<&mut [f64]>,
     ) -> f64 {
         let mut terms = Vec::new();
+        let path = Path { steps, leaf };
         self.score_in(g, store, Some(path), &mut terms, attr)
     }
 }

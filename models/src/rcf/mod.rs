@@ -18,6 +18,7 @@
 //!   `climb.rs`: the climb that scores and plans insertion; `geo.rs`: its
 //!   point and running box (SIMD for 2, 3, 4, 6, 8, 12, 16, 32 dims);
 //!   `kernel.rs`: the score-only climb and leaf scan on SIMD points;
+//!   `isa.rs`: the scoring loop per instruction set, chosen at run time;
 //!   `invariants.rs`: self-checks.
 //! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
 //! - `attribution.rs`: `DiVector`; `thresholded.rs`: forest + calibration.
@@ -33,6 +34,7 @@ mod error;
 mod forest;
 mod geo;
 mod invariants;
+mod isa;
 mod kernel;
 mod legacy;
 mod point_store;

@@ -263,6 +263,18 @@ impl Lanes {
     /// Descends `p` in every tree of `trees` (at most `LANES`) for which `want`
     /// holds, recording each path.
     pub(super) fn descend(&mut self, trees: &[Tree], p: &[f32], want: impl Fn(usize) -> bool) {
+        self.descend_inline(trees, p, want);
+    }
+
+    /// `descend`, inlined: the scoring loop's instruction-set variants
+    /// (`isa.rs`) each compile it with their own features.
+    #[inline(always)]
+    pub(super) fn descend_inline(
+        &mut self,
+        trees: &[Tree],
+        p: &[f32],
+        want: impl Fn(usize) -> bool,
+    ) {
         // Trees of the default sample size get a node table whose index
         // needs no bounds check (a tree of another size, which a forest
         // never holds, would be descended alone below).

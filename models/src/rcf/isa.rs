@@ -1,0 +1,167 @@
+//! Instruction-set variants of the forest's scoring loop: the same code
+//! compiled twice, for the x86-64 baseline every build targets and for
+//! x86-64-v3 (AVX2, BMI2, FMA: every x86 server CPU since about 2015), and
+//! chosen at run time by what the CPU has.
+//!
+//! Part of the forest in `rcf/`: `Forest::score` and `Forest::attribution`
+//! call `Group::score_only_best`. The v3 variant runs the same operations
+//! in the same order, so scores are bit-identical (the test below checks);
+//! it is faster because three-operand vector and shift instructions save
+//! the register copies the baseline needs (BENCHMARKS.md, forest round 9).
+//! This module holds the workspace's only `unsafe`: the call of the v3
+//! variant, right after checking that the CPU has its features.
+//!
+//! A variant covers only what is inlined into it, so `Group::score_only`
+//! and everything under it are `#[inline(always)]`, except the lockstep
+//! descent: inlined, it lost registers to the climbs, so it gets its own v3
+//! function, handed down as a closure (a closure inherits its function's
+//! features, so it may call another v3 function without `unsafe`).
+//! Learning (`score_and_update`) stays baseline: its time is spread over
+//! insertion, deletion and box upkeep, and it meets its target without.
+
+use super::forest::Group;
+use super::traversal::{Lanes, Scratch};
+use super::tree::Tree;
+
+impl Group {
+    /// `score_only` in the best variant this CPU runs.
+    #[inline]
+    pub(super) fn score_only_best(
+        &self,
+        p: &[f32],
+        s: &mut Scratch,
+        attr: Option<&mut [f64]>,
+        total: &mut f64,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if use_v3() {
+            #[allow(unsafe_code)]
+            // SAFETY: `score_only_v3` needs the features `has_v3` has just
+            // found on this CPU; it is otherwise an ordinary safe function.
+            unsafe {
+                self.score_only_v3(p, s, attr, total)
+            };
+            return;
+        }
+        self.score_only_baseline(p, s, attr, total);
+    }
+
+    /// `score_only` compiled for the x86-64 baseline.
+    #[inline(never)]
+    fn score_only_baseline(
+        &self,
+        p: &[f32],
+        s: &mut Scratch,
+        attr: Option<&mut [f64]>,
+        total: &mut f64,
+    ) {
+        self.score_only(p, s, attr, total, &|lanes, trees, p| {
+            lanes.descend(trees, p, |_| true);
+        });
+    }
+
+    /// `score_only` compiled for x86-64-v3.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
+    #[inline(never)]
+    fn score_only_v3(&self, p: &[f32], s: &mut Scratch, attr: Option<&mut [f64]>, total: &mut f64) {
+        self.score_only(p, s, attr, total, &|lanes, trees, p| {
+            lanes.descend_v3(trees, p);
+        });
+    }
+}
+
+impl Lanes {
+    /// `descend` of every tree, compiled for x86-64-v3.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
+    #[inline(never)]
+    fn descend_v3(&mut self, trees: &[Tree], p: &[f32]) {
+        self.descend_inline(trees, p, |_| true);
+    }
+}
+
+/// Whether to run the v3 variant: the CPU has its features, and a test has
+/// not asked this thread for the baseline.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn use_v3() -> bool {
+    #[cfg(test)]
+    if tests::FORCE_BASELINE.get() {
+        return false;
+    }
+    has_v3()
+}
+
+/// Whether this CPU has every feature of `score_only_v3` (the standard
+/// library caches the answer).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_v3() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("bmi1")
+        && std::arch::is_x86_feature_detected!("bmi2")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("lzcnt")
+        && std::arch::is_x86_feature_detected!("popcnt")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use crate::rcf::Forest;
+    use crate::rng::Xoshiro256PlusPlus;
+
+    thread_local! {
+        /// Makes this thread's scores take the baseline variant.
+        pub(super) static FORCE_BASELINE: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Scores and attributions of probes near and far from the data, with
+    /// the variant this CPU picks and with the baseline: they must agree
+    /// bit for bit, at packed dimensions (8, 3, 32) and at the general
+    /// path's (5).
+    #[test]
+    fn every_instruction_set_variant_gives_the_same_bits() {
+        #[cfg(target_arch = "x86_64")]
+        if !super::has_v3() {
+            eprintln!("this CPU lacks x86-64-v3: only the baseline is checked");
+        }
+        for (metrics, shingle) in [(2, 4), (3, 1), (8, 4), (5, 1)] {
+            let mut f = Forest::builder()
+                .trees(20)
+                .sample_size(64)
+                .input_dimensions(metrics)
+                .shingle_size(shingle)
+                .box_cache_min_mass(8)
+                .seed(3)
+                .build()
+                .expect("valid config");
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+            let mut row = |spread: f64| -> Vec<f64> {
+                (0..metrics)
+                    .map(|_| spread * (rng.next_f64() - 0.5))
+                    .collect()
+            };
+            for _ in 0..2_000 {
+                f.update(&row(4.0)).expect("dims match");
+            }
+            // A score and its attribution, as bits.
+            let bits = |f: &Forest, p: &[f64]| {
+                let score = f.score(p).expect("dims match").to_bits();
+                let a = f.attribution(p).expect("dims match");
+                let terms: Vec<u64> = a.high.iter().chain(&a.low).map(|x| x.to_bits()).collect();
+                (score, terms)
+            };
+            for probe in 0..300 {
+                let p = row(if probe % 10 == 0 { 40.0 } else { 4.0 });
+                let best = bits(&f, &p);
+                FORCE_BASELINE.set(true);
+                let baseline = bits(&f, &p);
+                FORCE_BASELINE.set(false);
+                assert_eq!(best, baseline, "{metrics} x {shingle} dims, probe {probe}");
+            }
+        }
+    }
+}
