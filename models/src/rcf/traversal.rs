@@ -213,13 +213,14 @@ impl<'t> Table<'t> for &'t [Node; FULL] {
 /// Paths of up to `LANES` trees descended in one batch.
 #[derive(Debug, Clone)]
 pub(crate) struct Lanes {
-    /// Lane `k`'s path is `fast[k][..len[k]]`, or `deep[k]` when at least
-    /// `FAST_DEPTH` long.
+    /// Lane `k`'s path is `fast[k][..end[k].depth()]`, or `deep[k]` when at
+    /// least `FAST_DEPTH` long.
     fast: Box<[[Step; FAST_DEPTH]; LANES]>,
     deep: Vec<PathBuf>,
-    len: [u32; LANES],
-    /// Position of the leaf each lane reached.
-    leaf: [u16; LANES],
+    /// The step each lane ended on: its leaf (the run's start is the leaf's
+    /// position) at the path's depth. Kept whole and decoded by `path`,
+    /// which costs less than splitting it for every lane of every batch.
+    end: [Step; LANES],
     /// Lanes that descended (their tree is non-empty and was wanted).
     live: u32,
     /// Lanes whose path is in `deep`.
@@ -231,8 +232,7 @@ impl Default for Lanes {
         Self {
             fast: Box::new([[Step::default(); FAST_DEPTH]; LANES]),
             deep: Vec::new(),
-            len: [0; LANES],
-            leaf: [0; LANES],
+            end: [Step::default(); LANES],
             live: 0,
             deep_lanes: 0,
         }
@@ -248,10 +248,11 @@ impl Lanes {
         // masks change nothing.
         let lane = k % LANES;
         if (self.live & !self.deep_lanes) & (1 << lane) != 0 {
-            let len = self.len[lane] as usize & (FAST_DEPTH - 1);
+            let end = self.end[lane];
+            let len = end.depth() as usize & (FAST_DEPTH - 1);
             return Some(Path {
                 steps: &self.fast[lane][..len],
-                leaf: self.leaf[lane],
+                leaf: end.start(),
             });
         }
         if self.live & (1 << k) == 0 {
@@ -292,7 +293,7 @@ impl Lanes {
         }
         self.deep_lanes = 0;
         for (k, t) in trees.iter().enumerate() {
-            if self.live & (1 << k) != 0 && self.len[k] as usize >= FAST_DEPTH {
+            if self.live & (1 << k) != 0 && self.end[k].depth() as usize >= FAST_DEPTH {
                 if self.deep.len() < LANES {
                     self.deep.resize(LANES, PathBuf::default());
                 }
@@ -382,16 +383,16 @@ impl Lanes {
             }
             round = (round + 1) % FAST_DEPTH;
         }
-        self.len = state.map(Step::depth);
-        for (k, len) in self.len.iter_mut().enumerate() {
-            if misfit & (1 << k) != 0 {
-                *len = u32::MAX;
+        if misfit != 0 {
+            for (k, s) in state.iter_mut().enumerate() {
+                if misfit & (1 << k) != 0 {
+                    // Deep enough for `descend` to redo the lane alone.
+                    *s = Step(s.0 | u64::from(u16::MAX) << 48);
+                }
             }
         }
+        self.end = state;
         self.live = live;
-        for (leaf, s) in self.leaf.iter_mut().zip(state) {
-            *leaf = s.start();
-        }
     }
 }
 
