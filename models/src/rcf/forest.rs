@@ -166,71 +166,28 @@ impl Group {
             bmax,
             attr: tree_attr,
         } = climb;
+        // One arm per packed dimension count: `L` registers of four, `N` used.
+        macro_rules! packed {
+            ($l:literal, $n:literal) => {
+                self.score_in(
+                    &mut Packed::<$l, $n>::new(p),
+                    lanes,
+                    tree_attr,
+                    attr,
+                    total,
+                    descend,
+                )
+            };
+        }
         match p.len() {
-            2 => self.score_in(
-                &mut Packed::<1, 2>::new(p),
-                lanes,
-                tree_attr,
-                attr,
-                total,
-                descend,
-            ),
-            3 => self.score_in(
-                &mut Packed::<1, 3>::new(p),
-                lanes,
-                tree_attr,
-                attr,
-                total,
-                descend,
-            ),
-            4 => self.score_in(
-                &mut Packed::<1, 4>::new(p),
-                lanes,
-                tree_attr,
-                attr,
-                total,
-                descend,
-            ),
-            6 => self.score_in(
-                &mut Packed::<2, 6>::new(p),
-                lanes,
-                tree_attr,
-                attr,
-                total,
-                descend,
-            ),
-            8 => self.score_in(
-                &mut Packed::<2, 8>::new(p),
-                lanes,
-                tree_attr,
-                attr,
-                total,
-                descend,
-            ),
-            12 => self.score_in(
-                &mut Packed::<3, 12>::new(p),
-                lanes,
-                tree_attr,
-                attr,
-                total,
-                descend,
-            ),
-            16 => self.score_in(
-                &mut Packed::<4, 16>::new(p),
-                lanes,
-                tree_attr,
-                attr,
-                total,
-                descend,
-            ),
-            32 => self.score_in(
-                &mut Packed::<8, 32>::new(p),
-                lanes,
-                tree_attr,
-                attr,
-                total,
-                descend,
-            ),
+            2 => packed!(1, 2),
+            3 => packed!(1, 3),
+            4 => packed!(1, 4),
+            6 => packed!(2, 6),
+            8 => packed!(2, 8),
+            12 => packed!(3, 12),
+            16 => packed!(4, 16),
+            32 => packed!(8, 32),
             _ => {
                 let mut g = Dyn {
                     p,

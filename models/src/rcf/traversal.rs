@@ -267,8 +267,8 @@ impl Lanes {
         self.descend_inline(trees, p, want);
     }
 
-    /// `descend`, inlined: the scoring loop's instruction-set variants
-    /// (`isa.rs`) each compile it with their own features.
+    /// `descend`, inlined, so that the x86-64-v3 scoring variant
+    /// (`isa.rs`) can compile it with its own features.
     #[inline(always)]
     pub(super) fn descend_inline(
         &mut self,
