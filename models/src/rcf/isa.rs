@@ -94,7 +94,9 @@ fn use_v3() -> bool {
 }
 
 /// Whether this CPU has every feature of `score_only_v3` (the standard
-/// library caches the answer).
+/// library caches the answer). Its list must match the two
+/// `#[target_feature]` lists above: a feature enabled there but not checked
+/// here would make the `unsafe` call unsound.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn has_v3() -> bool {

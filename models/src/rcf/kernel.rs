@@ -74,9 +74,15 @@ impl Tree {
     ) -> f64 {
         let steps = path.steps;
         let depth = steps.len();
+        // The general climb, for what this one does not handle.
+        macro_rules! general {
+            () => {
+                self.score_general(g, store, path.steps, path.leaf, ATTR.then_some(attr))
+            };
+        }
         if depth >= TABLED_DEPTHS {
             // Only degenerate data builds trees this deep.
-            return self.score_general(g, store, path.steps, path.leaf, ATTR.then_some(attr));
+            return general!();
         }
         let norm = self.norm();
         let leaf = usize::from(path.leaf);
@@ -133,15 +139,7 @@ impl Tree {
             let rows: &[[f32; N]] = match bytemuck::try_cast_slice(&self.boxes) {
                 Ok(rows) => rows,
                 // Unreachable: `boxes` holds whole boxes of `2 * N` values.
-                Err(_) => {
-                    return self.score_general(
-                        g,
-                        store,
-                        path.steps,
-                        path.leaf,
-                        ATTR.then_some(attr),
-                    );
-                }
+                Err(_) => return general!(),
             };
             while level > 0 {
                 level -= 1;
@@ -149,13 +147,7 @@ impl Tree {
                 let row = 2 * usize::from(self.box_slot[usize::from(n)]);
                 let Some([b_lo, b_hi]) = rows.get(row..row + 2) else {
                     // Unreachable for a consistent tree (checked on restore).
-                    return self.score_general(
-                        g,
-                        store,
-                        path.steps,
-                        path.leaf,
-                        ATTR.then_some(attr),
-                    );
+                    return general!();
                 };
                 let (blo, bhi): ([f32x4; L], [f32x4; L]) = (load::<L, N>(b_lo), load::<L, N>(b_hi));
                 let (gap, span) = gap_span_packed(&p, &blo, &bhi);

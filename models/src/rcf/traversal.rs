@@ -36,6 +36,11 @@ const _: () = assert!(LANES == 8, "Lanes::descend unrolls eight lanes");
 pub(crate) struct Step(u64);
 
 impl Step {
+    /// The state of a lane whose tree does not fit the batch's node table:
+    /// on a leaf, so it does not step, at a depth past `FAST_DEPTH`, so that
+    /// `Lanes::descend` redoes it with the per-tree descent.
+    const REDO: Step = Step(LEAF as u64 | (u16::MAX as u64) << 48);
+
     #[inline(always)]
     pub(super) fn new(node: u16, start: u16, count: u16) -> Self {
         Step(u64::from(node) | u64::from(start) << 16 | u64::from(count) << 32)
@@ -386,8 +391,7 @@ impl Lanes {
         if misfit != 0 {
             for (k, s) in state.iter_mut().enumerate() {
                 if misfit & (1 << k) != 0 {
-                    // Deep enough for `descend` to redo the lane alone.
-                    *s = Step(s.0 | u64::from(u16::MAX) << 48);
+                    *s = Step::REDO;
                 }
             }
         }
