@@ -292,7 +292,7 @@ impl<const N: usize> Terms<N> {
 
 /// One level of the score recurrence (as `Level::visit` computes it).
 #[inline(always)]
-fn level_score(below: f64, level: usize, prob: f64) -> f64 {
+pub(super) fn level_score(below: f64, level: usize, prob: f64) -> f64 {
     prob * score_unseen_tabled(level) + (1.0 - prob) * below
 }
 

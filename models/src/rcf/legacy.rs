@@ -97,7 +97,7 @@ impl TryFrom<TreeRepr> for Tree {
             free_node: r.free_node,
             leaves: Vec::new(),
             masses: Vec::new(),
-            boxes: r.boxes,
+            boxes: r.boxes.into(),
             box_owner: Vec::new(),
             sampler: r.sampler,
             rng: r.rng,
@@ -172,7 +172,7 @@ fn convert(tree: &mut Tree, slot_point: &[u32], slot_mass: &[u16]) -> Result<(),
     if box_slot.len() != tree.box_slot.len() {
         return Err(BadTree("box slots and nodes differ in number"));
     }
-    tree.boxes = boxes;
+    tree.boxes = boxes.into();
     tree.box_slot = box_slot;
     let points = tree
         .sampler

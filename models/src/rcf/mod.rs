@@ -13,18 +13,21 @@
 //!   `shingle.rs`: rows to points, missing values.
 //! - `tree.rs`: compact tree with its leaves in order, insert/delete;
 //!   `legacy.rs`: reading snapshots of either layout; `box_cache.rs`: cached
-//!   boxes; `boxes.rs`: box arithmetic; `traversal.rs`: paths, lockstep
+//!   boxes, kept in `lines.rs`'s cache-line aligned storage; `boxes.rs`: box arithmetic; `traversal.rs`: paths, lockstep
 //!   descent, score formula;
 //!   `climb.rs`: the climb that scores and plans insertion; `geo.rs`: its
 //!   point and running box (SIMD for 2, 3, 4, 6, 8, 12, 16, 32 dims);
 //!   `kernel.rs`: the score-only climb and leaf scan on SIMD points;
 //!   `isa.rs`: the scoring loop per instruction set, chosen at run time;
+//!   `avx8.rs`: its x86-64-v3 climb at 8 dimensions;
 //!   `invariants.rs`: self-checks.
 //! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
 //! - `attribution.rs`: `DiVector`; `thresholded.rs`: forest + calibration.
 //! - `error.rs`: `RcfError`.
 
 mod attribution;
+#[cfg(target_arch = "x86_64")]
+mod avx8;
 #[macro_use]
 mod boxes;
 mod box_cache;
@@ -37,6 +40,7 @@ mod invariants;
 mod isa;
 mod kernel;
 mod legacy;
+mod lines;
 mod point_store;
 mod sampler;
 mod shingle;

@@ -21,6 +21,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::boxes::extend;
+use super::lines::Lines;
 use super::point_store::PointStore;
 use super::sampler::Sampler;
 use super::traversal::{Path, PathBuf, Step};
@@ -89,7 +90,7 @@ pub(crate) struct Tree {
     /// cut can separate them), parallel to `leaves`.
     pub(super) masses: Vec<u16>,
     /// Cached boxes: slot `s` holds `dims` minima then `dims` maxima.
-    pub(super) boxes: Vec<f32>,
+    pub(super) boxes: Lines,
     /// The node owning each slot (rebuilt from `box_slot` after a restore).
     #[serde(skip)]
     pub(super) box_owner: Vec<u16>,
@@ -124,7 +125,7 @@ impl Tree {
             free_node: if nodes > 0 { 0 } else { NONE },
             leaves: Vec::with_capacity(sample_size + 1),
             masses: Vec::with_capacity(sample_size + 1),
-            boxes: Vec::new(),
+            boxes: Lines::default(),
             box_owner: Vec::new(),
             sampler: Sampler::new(sample_size, time_decay),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
