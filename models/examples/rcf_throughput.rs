@@ -3,7 +3,7 @@
 //! this thread (Linux `/proc/thread-self/schedstat`), so a loaded machine
 //! slows them less than wall time. Usage:
 //! `cargo run --release -p models --example rcf_throughput -- [metrics] [shingle] [box_cache_min_mass] [rows] [attr]`
-//! (defaults 2 4 20 100000 0); `attr` 1 makes the update phase call
+//! (defaults 2 4 16 100000 0); `attr` 1 makes the update phase call
 //! `attribute_and_update` (what `forewarn score` does) instead of `score_and_update`.
 //! Prints the forest's heap bytes at the end and the largest seen during the
 //! update phase (sampled every 1,024 rows), for the memory target.
@@ -18,7 +18,7 @@ fn main() -> Result<(), models::rcf::RcfError> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(default)
     };
-    let (metrics, shingle, mass, rows) = (arg(1, 2), arg(2, 4), arg(3, 20), arg(4, 100_000));
+    let (metrics, shingle, mass, rows) = (arg(1, 2), arg(2, 4), arg(3, 16), arg(4, 100_000));
     let attr = arg(5, 0) == 1;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
     let data: Vec<Vec<f64>> = (0..20_000 + rows)

@@ -222,7 +222,7 @@ impl Tree {
         let leaf = path.leaf;
         let q = self.leaf_point(store, leaf);
         if q == g.p() {
-            let mass = self.masses[usize::from(leaf)];
+            let mass = self.masses.mass(usize::from(leaf));
             let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
             let score = damp * score_seen(depth, mass) * norm;
             if let Some(a) = attr {

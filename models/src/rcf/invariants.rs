@@ -72,7 +72,7 @@ impl Tree {
             .leaves
             .iter()
             .copied()
-            .zip(self.masses.iter().copied())
+            .zip(self.masses.iter())
             .collect();
         from_leaves.sort_unstable();
         let mut from_sampler: Vec<u32> = self.sampler.points().to_vec();
@@ -100,7 +100,7 @@ impl Tree {
         visited: &mut usize,
     ) -> Option<Sub> {
         if is_leaf(r) {
-            if count != 1 || *self.masses.get(usize::from(start))? == 0 {
+            if count != 1 || self.masses.get(usize::from(start))? == 0 {
                 return None;
             }
             let q = store.try_get(*self.leaves.get(usize::from(start))?)?;

@@ -89,7 +89,7 @@ impl Tree {
         let p = g.p;
         let q = load::<L, N>(store.get_n::<N>(self.leaves[leaf]));
         if q == p {
-            let mass = self.masses[leaf];
+            let mass = self.masses.mass(leaf);
             let damp = 1.0 - f64::from(mass) / (2.0 * self.total_mass() as f64);
             let score = damp * score_seen(depth, mass) * norm;
             if ATTR {

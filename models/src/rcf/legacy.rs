@@ -96,7 +96,7 @@ impl TryFrom<TreeRepr> for Tree {
             box_slot: r.box_slot,
             free_node: r.free_node,
             leaves: Vec::new(),
-            masses: Vec::new(),
+            masses: Default::default(),
             boxes: r.boxes.into(),
             box_owner: Vec::new(),
             sampler: r.sampler,
@@ -109,7 +109,7 @@ impl TryFrom<TreeRepr> for Tree {
                     return Err(BadTree("sample entries name leaf slots"));
                 }
                 tree.leaves = leaves;
-                tree.masses = masses;
+                tree.masses = masses.into();
                 Ok(tree)
             }
             (None, None, Some(slot_point), Some(slot_mass)) => {
@@ -147,7 +147,7 @@ fn convert(tree: &mut Tree, slot_point: &[u32], slot_mass: &[u16]) -> Result<(),
         ..
     } = walk;
     tree.leaves = leaves;
-    tree.masses = masses;
+    tree.masses = masses.into();
     // Keep the boxes of nodes with enough leaves, in post-order, densely.
     let width = 2 * tree.dims;
     let mut boxes = Vec::new();

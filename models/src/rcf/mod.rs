@@ -12,9 +12,10 @@
 //! - `forest.rs`: the forest; `forest/batch.rs`: batches over parallel tree groups;
 //!   `shingle.rs`: rows to points, missing values.
 //! - `tree.rs`: compact tree with its leaves in order, insert/delete;
-//!   `legacy.rs`: reading snapshots of either layout; `box_cache.rs`: cached
-//!   boxes, kept in `lines.rs`'s cache-line aligned storage; `boxes.rs`: box arithmetic; `traversal.rs`: paths, lockstep
-//!   descent, score formula;
+//!   `masses.rs`: leaf multiplicities; `legacy.rs`: reading snapshots of
+//!   either layout; `box_cache.rs`: cached boxes, kept in `lines.rs`'s
+//!   cache-line aligned storage; `boxes.rs`: box arithmetic; `traversal.rs`:
+//!   paths, lockstep descent, score formula;
 //!   `climb.rs`: the climb that scores and plans insertion; `geo.rs`: its
 //!   point and running box (SIMD for 2, 3, 4, 6, 8, 12, 16, 32 dims);
 //!   `kernel.rs`: the score-only climb and leaf scan on SIMD points;
@@ -41,6 +42,7 @@ mod isa;
 mod kernel;
 mod legacy;
 mod lines;
+mod masses;
 mod point_store;
 mod sampler;
 mod shingle;

@@ -332,7 +332,7 @@ fn batches_on_two_threads_equal_row_by_row_on_one() {
 #[test]
 #[ignore = "diagnostic"]
 fn memory_breakdown() {
-    for mass in [20, 12, 8] {
+    for mass in [20, 16, 12, 8] {
         let mut f = Forest::builder()
             .input_dimensions(2)
             .shingle_size(4)
@@ -355,7 +355,7 @@ fn memory_breakdown() {
             sum(&|t| t.nodes.capacity() * 12),
             sum(&|t| t.box_slot.capacity() * 2),
             sum(&|t| t.leaves.capacity() * 4),
-            sum(&|t| t.masses.capacity() * 2),
+            sum(&|t| t.masses.heap_bytes()),
             sum(&|t| t.boxes.capacity() * 4),
             sum(&|t| t.boxes.len() * 4),
             sum(&|t| t.box_owner.capacity() * 2),

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::boxes::extend;
 use super::lines::Lines;
+use super::masses::Masses;
 use super::point_store::PointStore;
 use super::sampler::Sampler;
 use super::traversal::{Path, PathBuf, Step};
@@ -87,8 +88,8 @@ pub(crate) struct Tree {
     /// Point handle of each leaf, in the tree's left-to-right order.
     pub(super) leaves: Vec<u32>,
     /// Multiplicity of each leaf (identical points share a leaf because no
-    /// cut can separate them), parallel to `leaves`.
-    pub(super) masses: Vec<u16>,
+    /// cut can separate them), parallel to `leaves` (stored sparsely).
+    pub(super) masses: Masses,
     /// Cached boxes: slot `s` holds `dims` minima then `dims` maxima.
     pub(super) boxes: Lines,
     /// The node owning each slot (rebuilt from `box_slot` after a restore).
@@ -124,7 +125,7 @@ impl Tree {
             box_slot: vec![NO_BOX; nodes],
             free_node: if nodes > 0 { 0 } else { NONE },
             leaves: Vec::with_capacity(sample_size + 1),
-            masses: Vec::with_capacity(sample_size + 1),
+            masses: Masses::default(),
             boxes: Lines::default(),
             box_owner: Vec::new(),
             sampler: Sampler::new(sample_size, time_decay),
@@ -209,7 +210,7 @@ impl Tree {
     /// Inserts a point that equals the leaf `path` reached. Boxes and runs
     /// are unchanged: the point is already there.
     pub(super) fn insert_duplicate(&mut self, path: Path<'_>) -> u32 {
-        self.masses[usize::from(path.leaf)] += 1;
+        self.masses.add_one(usize::from(path.leaf));
         self.leaves[usize::from(path.leaf)]
     }
 
@@ -235,7 +236,7 @@ impl Tree {
         let left = p[usize::from(cut_dim)] <= cut_value;
         let pos = if left { ts } else { ts + tc };
         self.leaves.insert(usize::from(pos), handle);
-        self.masses.insert(usize::from(pos), 1);
+        self.masses.insert(usize::from(pos));
         store.retain(handle);
         let u = self.alloc_node();
         self.nodes[usize::from(u)] = if left {
@@ -279,7 +280,7 @@ impl Tree {
     pub(super) fn insert_root(&mut self, store: &mut PointStore, handle: u32) {
         debug_assert!(self.leaves.is_empty());
         self.leaves.push(handle);
-        self.masses.push(1);
+        self.masses.push();
         store.retain(handle);
         self.root = LEAF;
     }
@@ -299,8 +300,7 @@ impl Tree {
         let path = path.as_path();
         let pos = usize::from(path.leaf);
         debug_assert_eq!(self.leaves[pos], handle, "a point descends to its own leaf");
-        self.masses[pos] -= 1;
-        if self.masses[pos] > 0 {
+        if self.masses.remove_one(pos) > 0 {
             return;
         }
         self.leaves.remove(pos);
@@ -367,7 +367,7 @@ impl Tree {
         self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.box_slot.capacity() * 2
             + self.leaves.capacity() * 4
-            + self.masses.capacity() * 2
+            + self.masses.heap_bytes()
             + self.boxes.capacity() * 4
             + self.box_owner.capacity() * 2
             + self.sampler.heap_bytes()
