@@ -26,18 +26,21 @@ pub(crate) struct Lines {
     len: usize,
 }
 
+#[inline]
 fn blocks_for(values: usize) -> usize {
     values.div_ceil(PER_LINE)
 }
 
 impl Lines {
     /// Values the storage holds without reallocating.
+    #[inline]
     pub(crate) fn capacity(&self) -> usize {
         self.blocks.capacity() * PER_LINE
     }
 
     /// Makes room for exactly `additional` more values (rounded up to whole
     /// lines).
+    #[inline]
     pub(crate) fn reserve_exact(&mut self, additional: usize) {
         let want = blocks_for(self.len + additional);
         self.blocks
@@ -45,6 +48,7 @@ impl Lines {
     }
 
     /// Sets the length, filling new values with `value`.
+    #[inline]
     pub(crate) fn resize(&mut self, len: usize, value: f32) {
         let old = self.len;
         self.blocks.resize(blocks_for(len), Line([0.0; PER_LINE]));
@@ -55,6 +59,7 @@ impl Lines {
     }
 
     /// Keeps the first `len` values.
+    #[inline]
     pub(crate) fn truncate(&mut self, len: usize) {
         if len < self.len {
             self.len = len;
@@ -63,21 +68,28 @@ impl Lines {
     }
 
     /// Gives back capacity beyond `min_capacity` values (at least the length).
+    #[inline]
     pub(crate) fn shrink_to(&mut self, min_capacity: usize) {
-        self.blocks
-            .shrink_to(blocks_for(min_capacity.max(self.len)));
+        let want = blocks_for(min_capacity.max(self.len));
+        // Capacity comes in whole lines, so callers may ask for less than
+        // is already there; nothing to do then.
+        if self.blocks.capacity() > want {
+            self.blocks.shrink_to(want);
+        }
     }
 }
 
 impl std::ops::Deref for Lines {
     type Target = [f32];
 
+    #[inline(always)]
     fn deref(&self) -> &[f32] {
         &bytemuck::cast_slice::<Line, f32>(&self.blocks)[..self.len]
     }
 }
 
 impl std::ops::DerefMut for Lines {
+    #[inline(always)]
     fn deref_mut(&mut self) -> &mut [f32] {
         let len = self.len;
         &mut bytemuck::cast_slice_mut::<Line, f32>(&mut self.blocks)[..len]
