@@ -8,6 +8,9 @@
 //! in the same order, so scores are bit-identical (the test below checks);
 //! it is faster because three-operand vector and shift instructions save
 //! the register copies the baseline needs (BENCHMARKS.md, forest round 9).
+//! Scores of 8-dim points (the acceptance parameters; no attribution) go
+//! one step further in the v3 variant: `avx8.rs` climbs with the point in
+//! one 256-bit register, the same arithmetic in the same order (round 10).
 //! This module holds the workspace's only `unsafe`: the call of the v3
 //! variant, right after checking that the CPU has its features.
 //!
