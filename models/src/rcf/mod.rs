@@ -15,7 +15,8 @@
 //!   `masses.rs`: leaf multiplicities; `legacy.rs`: reading snapshots of
 //!   either layout; `box_cache.rs`: cached boxes, kept in `lines.rs`'s
 //!   cache-line aligned storage; `boxes.rs`: box arithmetic; `traversal.rs`:
-//!   paths, lockstep descent, score formula;
+//!   paths, lockstep descent, score formula; `lookup.rs`: its point and
+//!   node-table reads;
 //!   `climb.rs`: the climb that scores and plans insertion; `geo.rs`: its
 //!   point and running box (SIMD for 2, 3, 4, 6, 8, 12, 16, 32 dims);
 //!   `kernel.rs`: the score-only climb and leaf scan on SIMD points;
@@ -42,6 +43,7 @@ mod isa;
 mod kernel;
 mod legacy;
 mod lines;
+mod lookup;
 mod masses;
 mod point_store;
 mod sampler;

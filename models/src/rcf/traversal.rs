@@ -18,6 +18,7 @@
 //! `prob` term of every level over dimensions and directions in proportion to
 //! how far `p` sticks out of `B` on each side, so it sums to the score.
 
+use super::lookup::{FULL, Probe, Table};
 use super::tree::{LEAF, Node, Tree, is_leaf};
 use crate::rng::Xoshiro256PlusPlus;
 
@@ -159,61 +160,6 @@ impl PathBuf {
 /// that a recorded length masked by `FAST_DEPTH - 1` needs no bounds check.
 const FAST_DEPTH: usize = 64;
 const _: () = assert!(FAST_DEPTH.is_power_of_two());
-
-/// Coordinates of the descended point. Up to 32 dimensions they are padded
-/// into a fixed array read with a masked index (no bounds check per step).
-trait Probe {
-    fn at(&self, d: u16) -> f32;
-}
-
-impl Probe for [f32; 32] {
-    #[inline(always)]
-    fn at(&self, d: u16) -> f32 {
-        self[usize::from(d) & 31]
-    }
-}
-
-impl Probe for &[f32] {
-    #[inline(always)]
-    fn at(&self, d: u16) -> f32 {
-        self[usize::from(d)]
-    }
-}
-
-/// Node count of a tree of the default sample size (256).
-const FULL: usize = 256;
-
-/// A tree's node arena as the lockstep descent reads it.
-trait Table<'t>: Copy {
-    /// The arena `nodes`, or `None` if it does not fit this table.
-    fn of(nodes: &'t [Node], arena: usize) -> Option<Self>;
-    fn node(self, i: u16) -> &'t Node;
-}
-
-impl<'t> Table<'t> for &'t [Node] {
-    #[inline(always)]
-    fn of(nodes: &'t [Node], arena: usize) -> Option<Self> {
-        // One length for every lane lets one bound serve them all.
-        (nodes.len() == arena).then_some(nodes)
-    }
-    #[inline(always)]
-    fn node(self, i: u16) -> &'t Node {
-        &self[usize::from(i)]
-    }
-}
-
-/// Exactly `FULL` nodes: an internal node's index is below `FULL`, so
-/// masking it is a no-op that saves the bounds check of every step.
-impl<'t> Table<'t> for &'t [Node; FULL] {
-    #[inline(always)]
-    fn of(nodes: &'t [Node], _arena: usize) -> Option<Self> {
-        nodes.try_into().ok()
-    }
-    #[inline(always)]
-    fn node(self, i: u16) -> &'t Node {
-        &self[usize::from(i) % FULL]
-    }
-}
 
 /// Paths of up to `LANES` trees descended in one batch.
 #[derive(Debug, Clone)]
