@@ -23,9 +23,9 @@ use std::arch::x86_64::{
 
 use super::climb::{TABLED_DEPTHS, score_unseen_tabled};
 use super::geo::Packed;
-use super::kernel::{Scan, level_score};
+use super::kernel::{Scan, UncachedLevels, level_score};
 use super::point_store::PointStore;
-use super::traversal::{Path, Step, sibling_run};
+use super::traversal::{Path, Step};
 use super::tree::Tree;
 
 /// Eight values in one register.
@@ -77,23 +77,14 @@ impl Tree {
         let norm = self.norm();
         let (mut lo, mut hi) = (q, q);
         let mut score = score_unseen_tabled(depth);
-        let (mut from, mut to) = (path.leaf, path.leaf + 1);
-        let mut level = depth;
-        let threshold = self.box_min_mass;
+        let mut uncached = UncachedLevels::new(path, self.box_min_mass);
         'climb: {
-            while level > 0 {
-                let s = steps[level - 1];
-                if s.count() >= threshold {
-                    break;
-                }
-                level -= 1;
-                let (a, b) = sibling_run(s.start(), s.count(), from, to);
+            for (level, a, b) in uncached.by_ref() {
                 for &handle in &self.leaves[usize::from(a)..usize::from(b)] {
                     let x = load8(store.get_n::<8>(handle));
                     lo = _mm256_min_ps(lo, x);
                     hi = _mm256_max_ps(hi, x);
                 }
-                (from, to) = (s.start(), s.start() + s.count());
                 let (gap, span) = gap_span8(p, lo, hi);
                 if gap <= 0.0 {
                     break 'climb;
@@ -101,6 +92,7 @@ impl Tree {
                 let prob = f64::from(gap) / f64::from(gap + span);
                 score = level_score(score, level, prob);
             }
+            let mut level = uncached.level;
             // Cached boxes as rows of 8: slot `s` is rows `2s` and `2s + 1`;
             // `NO_BOX` names rows past the end (see `kernel.rs`).
             let Ok(rows) = bytemuck::try_cast_slice::<f32, [f32; 8]>(&self.boxes) else {

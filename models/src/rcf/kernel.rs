@@ -104,24 +104,14 @@ impl Tree {
         if ATTR {
             terms.leaf(lanes::<L, N>(&p), lanes::<L, N>(&q), score);
         }
-        // The uncached bottom of the path (see `climb.rs`): each level adds
-        // its sibling's run of leaves to the box, the part of the node's run
-        // left or right of the child's.
-        let (mut from, mut to) = (path.leaf, path.leaf + 1);
-        let mut level = depth;
-        let threshold = self.box_min_mass;
+        // The uncached bottom of the path: each level adds its sibling's run
+        // of leaves to the box.
+        let mut uncached = UncachedLevels::new(path, self.box_min_mass);
         // Leaving this block means `p` is inside a box: no higher level
         // adds to the score.
         'climb: {
-            while level > 0 {
-                let s = steps[level - 1];
-                if s.count() >= threshold {
-                    break;
-                }
-                level -= 1;
-                let (a, b) = sibling_run(s.start(), s.count(), from, to);
+            for (level, a, b) in uncached.by_ref() {
                 self.add_run_packed::<L, N>(store, a, b, &mut lo, &mut hi, scan);
-                (from, to) = (s.start(), s.start() + s.count());
                 let (gap, span) = gap_span_packed(&p, &lo, &hi);
                 if gap <= 0.0 {
                     break 'climb;
@@ -133,6 +123,7 @@ impl Tree {
                 }
                 score = level_score(score, level, prob);
             }
+            let mut level = uncached.level;
             // The cached boxes as rows of `N` values: slot `s` is rows `2s`
             // (minima) and `2s + 1` (maxima). A missing box (`NO_BOX`) names
             // rows past the end, so one range check covers both.
@@ -226,6 +217,52 @@ impl Tree {
         let mut terms = Vec::new();
         let path = Path { steps, leaf };
         self.score_in(g, store, Some(path), &mut terms, attr)
+    }
+}
+
+/// The uncached bottom of a score-only climb, bottom-up (see `climb.rs`):
+/// for each level below the first node with at least `threshold` leaves,
+/// the level and the run of leaves it adds to the box, its sibling's
+/// (`sibling_run`). Afterwards `level` is where the cached part begins.
+/// Shared by this kernel and `avx8.rs`, which differ only in how
+/// they add a run and measure a box.
+pub(super) struct UncachedLevels<'a> {
+    steps: &'a [Step],
+    pub(super) level: usize,
+    from: u16,
+    to: u16,
+    threshold: u16,
+}
+
+impl<'a> UncachedLevels<'a> {
+    #[inline(always)]
+    pub(super) fn new(path: Path<'a>, threshold: u16) -> Self {
+        Self {
+            steps: path.steps,
+            level: path.steps.len(),
+            from: path.leaf,
+            to: path.leaf + 1,
+            threshold,
+        }
+    }
+}
+
+impl Iterator for UncachedLevels<'_> {
+    type Item = (usize, u16, u16);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<(usize, u16, u16)> {
+        if self.level == 0 {
+            return None;
+        }
+        let s = self.steps[self.level - 1];
+        if s.count() >= self.threshold {
+            return None;
+        }
+        self.level -= 1;
+        let (a, b) = sibling_run(s.start(), s.count(), self.from, self.to);
+        (self.from, self.to) = (s.start(), s.start() + s.count());
+        Some((self.level, a, b))
     }
 }
 
