@@ -6,19 +6,10 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use models::rcf::Forest;
-use models::rng::Xoshiro256PlusPlus;
 
-/// Noisy sines with different periods: a telemetry-like stream.
-fn stream(metrics: usize, n: usize, seed: u64) -> Vec<Vec<f64>> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    (0..n)
-        .map(|t| {
-            (0..metrics)
-                .map(|j| 10.0 * (t as f64 / (20.0 + 7.0 * j as f64)).sin() + rng.next_gaussian())
-                .collect()
-        })
-        .collect()
-}
+#[path = "../examples/support/stream.rs"]
+mod stream;
+use stream::noisy_sines as stream;
 
 fn warmed(metrics: usize, shingle: usize, rows: &[Vec<f64>]) -> Forest {
     let mut f = Forest::builder()

@@ -12,7 +12,8 @@
 //! in µs per call.
 
 use models::rcf::Forest;
-use models::rng::Xoshiro256PlusPlus;
+#[path = "support/stream.rs"]
+mod stream;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -33,15 +34,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         other => return Err(format!("mode {other:?}: expected score or update").into()),
     };
     // The benchmark's stream: two noisy sines, seed 2.
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
     let total = 120_000.max(warm + rounds * per);
-    let rows: Vec<Vec<f64>> = (0..total)
-        .map(|t| {
-            (0..2)
-                .map(|j| 10.0 * (t as f64 / (20.0 + 7.0 * j as f64)).sin() + rng.next_gaussian())
-                .collect()
-        })
-        .collect();
+    let rows = stream::noisy_sines(2, total, 2);
     let mut f = Forest::builder()
         .trees(50)
         .sample_size(256)

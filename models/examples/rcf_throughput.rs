@@ -9,7 +9,8 @@
 //! update phase (sampled every 1,024 rows), for the memory target.
 
 use models::rcf::Forest;
-use models::rng::Xoshiro256PlusPlus;
+#[path = "support/stream.rs"]
+mod stream;
 
 fn main() -> Result<(), models::rcf::RcfError> {
     let arg = |i: usize, default: usize| {
@@ -20,14 +21,7 @@ fn main() -> Result<(), models::rcf::RcfError> {
     };
     let (metrics, shingle, mass, rows) = (arg(1, 2), arg(2, 4), arg(3, 16), arg(4, 100_000));
     let attr = arg(5, 0) == 1;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
-    let data: Vec<Vec<f64>> = (0..20_000 + rows)
-        .map(|t| {
-            (0..metrics)
-                .map(|j| 10.0 * (t as f64 / (20.0 + 7.0 * j as f64)).sin() + rng.next_gaussian())
-                .collect()
-        })
-        .collect();
+    let data = stream::noisy_sines(metrics, 20_000 + rows, 2);
     let mut f = Forest::builder()
         .input_dimensions(metrics)
         .shingle_size(shingle)

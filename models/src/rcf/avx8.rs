@@ -93,16 +93,12 @@ impl Tree {
                 score = level_score(score, level, prob);
             }
             let mut level = uncached.level;
-            // Cached boxes as rows of 8: slot `s` is rows `2s` and `2s + 1`;
-            // `NO_BOX` names rows past the end (see `kernel.rs`).
-            let Ok(rows) = bytemuck::try_cast_slice::<f32, [f32; 8]>(&self.boxes) else {
+            let Some(rows) = self.box_rows::<8>() else {
                 return kernel();
             };
             while level > 0 {
                 level -= 1;
-                let n = steps[level].node();
-                let row = 2 * usize::from(self.box_slot[usize::from(n)]);
-                let Some([b_lo, b_hi]) = rows.get(row..row + 2) else {
+                let Some((b_lo, b_hi)) = self.row_box(rows, steps[level].node()) else {
                     return kernel();
                 };
                 let (gap, span) = gap_span8(p, load8(b_lo), load8(b_hi));

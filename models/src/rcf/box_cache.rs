@@ -30,6 +30,30 @@ impl Tree {
         Some(self.boxes[range].split_at(self.dims))
     }
 
+    /// The cached boxes as rows of `N` values for the score-only climbs
+    /// (`kernel.rs`, `avx8.rs`): slot `s` is rows `2s` (minima) and `2s + 1`
+    /// (maxima). `None` only if `N` is not the tree's dimension.
+    #[inline(always)]
+    pub(super) fn box_rows<const N: usize>(&self) -> Option<&[[f32; N]]> {
+        bytemuck::try_cast_slice(&self.boxes).ok()
+    }
+
+    /// Node `n`'s cached box in `rows` (from `box_rows`), as (minima,
+    /// maxima). A missing box's slot (`NO_BOX`) names rows past the end, so
+    /// one range check covers both that and a bad slot.
+    #[inline(always)]
+    pub(super) fn row_box<'r, const N: usize>(
+        &self,
+        rows: &'r [[f32; N]],
+        n: u16,
+    ) -> Option<(&'r [f32; N], &'r [f32; N])> {
+        let row = 2 * usize::from(self.box_slot[usize::from(n)]);
+        match rows.get(row..row + 2) {
+            Some([lo, hi]) => Some((lo, hi)),
+            _ => None,
+        }
+    }
+
     /// `cached_box`, writable.
     #[inline]
     pub(super) fn cached_box_mut(&mut self, n: u16) -> Option<(&mut [f32], &mut [f32])> {

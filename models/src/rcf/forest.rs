@@ -17,7 +17,7 @@ use super::geo::{Dyn, Geo, Packed};
 use super::kernel::Scan;
 use super::point_store::PointStore;
 use super::shingle::Shingler;
-use super::traversal::{Climb, LANES, Lanes, Plan, Scratch};
+use super::traversal::{Climb, LANES, Lanes, Path, Plan, Scratch};
 use super::tree::Tree;
 use crate::rng::SplitMix64;
 
@@ -170,6 +170,7 @@ impl Group {
         macro_rules! packed {
             ($l:literal, $n:literal) => {
                 self.score_in(
+                    p,
                     &mut Packed::<$l, $n>::new(p),
                     lanes,
                     tree_attr,
@@ -194,14 +195,16 @@ impl Group {
                     lo: &mut bmin[..],
                     hi: &mut bmax[..],
                 };
-                self.score_in(&mut g, lanes, tree_attr, attr, total, descend)
+                self.score_in(p, &mut g, lanes, tree_attr, attr, total, descend)
             }
         }
     }
 
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn score_in<G: Geo>(
         &self,
+        p: &[f32],
         g: &mut G,
         lanes: &mut Lanes,
         tree_attr: &mut Vec<f64>,
@@ -209,14 +212,32 @@ impl Group {
         total: &mut f64,
         descend: &impl Fn(&mut Lanes, &[Tree], &[f32]),
     ) {
+        self.sum_trees(p, lanes, total, descend, |tree, store, path| {
+            let a = attr.as_deref_mut();
+            g.score_tree(tree, store, path, tree_attr, a, Scan::Loop)
+        });
+    }
+
+    /// Adds every tree's score of `p` to `total`, in tree order: `descend`
+    /// takes the trees `LANES` at a time, then `climb` scores each from its
+    /// path (`None` for an empty tree). Shared by `score_in` and the v3
+    /// variant's 8-dim climb (`isa.rs`).
+    #[inline(always)]
+    pub(super) fn sum_trees(
+        &self,
+        p: &[f32],
+        lanes: &mut Lanes,
+        total: &mut f64,
+        descend: &impl Fn(&mut Lanes, &[Tree], &[f32]),
+        mut climb: impl FnMut(&Tree, &PointStore, Option<Path<'_>>) -> f64,
+    ) {
         // Summed in a local (in tree order, as before): through `total`
         // every tree's score was stored to memory.
         let mut sum = *total;
         for trees in self.trees.chunks(LANES) {
-            descend(lanes, trees, g.p());
+            descend(lanes, trees, p);
             for (k, tree) in trees.iter().enumerate() {
-                let a = attr.as_deref_mut();
-                sum += g.score_tree(tree, &self.store, lanes.path(k), tree_attr, a, Scan::Loop);
+                sum += climb(tree, &self.store, lanes.path(k));
             }
         }
         *total = sum;

@@ -23,7 +23,7 @@
 //! insertion, deletion and box upkeep, and it meets its target without.
 
 use super::forest::Group;
-use super::traversal::{LANES, Lanes, Scratch};
+use super::traversal::{Lanes, Scratch};
 use super::tree::Tree;
 
 impl Group {
@@ -82,17 +82,10 @@ impl Group {
     #[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
     #[inline]
     fn score_avx8(&self, p: &[f32; 8], s: &mut Scratch, total: &mut f64) {
-        let lanes = &mut s.lanes;
-        let mut sum = *total;
-        for trees in self.trees.chunks(LANES) {
-            lanes.descend_v3(trees, p);
-            for (k, tree) in trees.iter().enumerate() {
-                if let Some(path) = lanes.path(k) {
-                    sum += tree.score_avx8(p, &self.store, path);
-                }
-            }
-        }
-        *total = sum;
+        let descend = |lanes: &mut Lanes, trees: &[Tree], p: &[f32]| lanes.descend_v3(trees, p);
+        self.sum_trees(p, &mut s.lanes, total, &descend, |tree, store, path| {
+            path.map_or(0.0, |path| tree.score_avx8(p, store, path))
+        });
     }
 }
 

@@ -124,19 +124,13 @@ impl Tree {
                 score = level_score(score, level, prob);
             }
             let mut level = uncached.level;
-            // The cached boxes as rows of `N` values: slot `s` is rows `2s`
-            // (minima) and `2s + 1` (maxima). A missing box (`NO_BOX`) names
-            // rows past the end, so one range check covers both.
-            let rows: &[[f32; N]] = match bytemuck::try_cast_slice(&self.boxes) {
-                Ok(rows) => rows,
+            let Some(rows) = self.box_rows::<N>() else {
                 // Unreachable: `boxes` holds whole boxes of `2 * N` values.
-                Err(_) => return general!(),
+                return general!();
             };
             while level > 0 {
                 level -= 1;
-                let n = steps[level].node();
-                let row = 2 * usize::from(self.box_slot[usize::from(n)]);
-                let Some([b_lo, b_hi]) = rows.get(row..row + 2) else {
+                let Some((b_lo, b_hi)) = self.row_box(rows, steps[level].node()) else {
                     // Unreachable for a consistent tree (checked on restore).
                     return general!();
                 };
