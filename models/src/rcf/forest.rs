@@ -13,11 +13,9 @@ use serde::{Deserialize, Serialize};
 use super::RcfError;
 use super::attribution::DiVector;
 use super::config::{ForestBuilder, ForestConfig};
-use super::geo::{Dyn, Geo, Packed};
-use super::kernel::Scan;
 use super::point_store::PointStore;
 use super::shingle::Shingler;
-use super::traversal::{Climb, LANES, Lanes, Path, Plan, Scratch};
+use super::traversal::{LANES, Plan, Scratch};
 use super::tree::Tree;
 use crate::rng::SplitMix64;
 
@@ -143,104 +141,6 @@ impl Group {
         for t in &mut self.trees {
             t.map_handles(|h| map[h as usize / step]);
         }
-    }
-
-    /// Adds the trees' scores of `p` to `total` (in tree order) without
-    /// learning. Inlined into each instruction-set variant (`isa.rs`).
-    #[inline(always)]
-    pub(super) fn score_only(
-        &self,
-        p: &[f32],
-        s: &mut Scratch,
-        attr: Option<&mut [f64]>,
-        total: &mut f64,
-        descend: &impl Fn(&mut Lanes, &[Tree], &[f32]),
-    ) {
-        // The point is wrapped once for all trees (one dispatch on the
-        // dimension per point, not per tree). `process` keeps the per-tree
-        // dispatch of `Tree::climb`: the same change there cost 1 %
-        // (callgrind; LLVM inlines differently).
-        let Scratch { lanes, climb, .. } = s;
-        let Climb {
-            bmin,
-            bmax,
-            attr: tree_attr,
-        } = climb;
-        // One arm per packed dimension count: `L` registers of four, `N` used.
-        macro_rules! packed {
-            ($l:literal, $n:literal) => {
-                self.score_in(
-                    p,
-                    &mut Packed::<$l, $n>::new(p),
-                    lanes,
-                    tree_attr,
-                    attr,
-                    total,
-                    descend,
-                )
-            };
-        }
-        match p.len() {
-            2 => packed!(1, 2),
-            3 => packed!(1, 3),
-            4 => packed!(1, 4),
-            6 => packed!(2, 6),
-            8 => packed!(2, 8),
-            12 => packed!(3, 12),
-            16 => packed!(4, 16),
-            32 => packed!(8, 32),
-            _ => {
-                let mut g = Dyn {
-                    p,
-                    lo: &mut bmin[..],
-                    hi: &mut bmax[..],
-                };
-                self.score_in(p, &mut g, lanes, tree_attr, attr, total, descend)
-            }
-        }
-    }
-
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn score_in<G: Geo>(
-        &self,
-        p: &[f32],
-        g: &mut G,
-        lanes: &mut Lanes,
-        tree_attr: &mut Vec<f64>,
-        mut attr: Option<&mut [f64]>,
-        total: &mut f64,
-        descend: &impl Fn(&mut Lanes, &[Tree], &[f32]),
-    ) {
-        self.sum_trees(p, lanes, total, descend, |tree, store, path| {
-            let a = attr.as_deref_mut();
-            g.score_tree(tree, store, path, tree_attr, a, Scan::Loop)
-        });
-    }
-
-    /// Adds every tree's score of `p` to `total`, in tree order: `descend`
-    /// takes the trees `LANES` at a time, then `climb` scores each from its
-    /// path (`None` for an empty tree). Shared by `score_in` and the v3
-    /// variant's 8-dim climb (`isa.rs`).
-    #[inline(always)]
-    pub(super) fn sum_trees(
-        &self,
-        p: &[f32],
-        lanes: &mut Lanes,
-        total: &mut f64,
-        descend: &impl Fn(&mut Lanes, &[Tree], &[f32]),
-        mut climb: impl FnMut(&Tree, &PointStore, Option<Path<'_>>) -> f64,
-    ) {
-        // Summed in a local (in tree order, as before): through `total`
-        // every tree's score was stored to memory.
-        let mut sum = *total;
-        for trees in self.trees.chunks(LANES) {
-            descend(lanes, trees, p);
-            for (k, tree) in trees.iter().enumerate() {
-                sum += climb(tree, &self.store, lanes.path(k));
-            }
-        }
-        *total = sum;
     }
 }
 

@@ -20,7 +20,7 @@
 //!   `climb.rs`: the climb that scores and plans insertion; `geo.rs`: its
 //!   point and running box (SIMD for 2, 3, 4, 6, 8, 12, 16, 32 dims);
 //!   `kernel.rs`: the score-only climb and leaf scan on SIMD points;
-//!   `isa.rs`: the scoring loop per instruction set, chosen at run time;
+//!   `isa.rs`: the scoring loop and its variants per instruction set, chosen at run time;
 //!   `avx8.rs`: its x86-64-v3 climb at 8 dimensions;
 //!   `invariants.rs`: self-checks.
 //! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
