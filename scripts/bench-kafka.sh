@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Throughput and latency through a real broker (BENCHMARKS.md, issue 7):
+# Throughput and latency through a real broker (docs/performance.md, issue 7):
 # a simulated fleet is replayed into tansu at a paced rate while
 # `forewarn serve` consumes it; prints the sustained ingest rate, the
 # largest lag seen and the broker-to-decision latency histogram.
