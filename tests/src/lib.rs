@@ -1,11 +1,18 @@
-//! Helpers shared by the end-to-end tests: finding the real `forewarn`
-//! binary and running it, and scratch directories.
+//! Helpers shared by the end-to-end tests (`tests/e2e/`): finding the real
+//! `forewarn` binary and running it, scratch directories, free ports, small
+//! HTTP and Prometheus-text readers, a real broker ([`broker`]) and a real
+//! HTTP receiver ([`receiver`]). The tests drive the built binary, not the
+//! library, so they see what an operator sees.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The `forewarn` binary built by `cargo test --workspace` (cargo builds
-/// every workspace binary before running tests), beside the test binary.
+/// The `forewarn` binary in the same target directory as the test binary.
+/// `cargo test` builds a package's binaries only for that package's own
+/// integration tests, and these tests live in another package, so nothing
+/// here builds it: `scripts/test.sh` runs `cargo build -p detector --bin
+/// forewarn` first (run it yourself before `cargo test -p forewarn-tests`,
+/// or a stale binary is tested).
 pub fn forewarn_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let dir = exe
