@@ -17,22 +17,3 @@ pub mod rcf;
 pub mod trend;
 /// Seeded generators (shared with the simulator; they live in `features`).
 pub use features::rng;
-
-/// A streaming anomaly model: learn from rows, score rows.
-pub trait StreamModel {
-    type Error;
-    /// Learns from `row`.
-    fn update(&mut self, row: &[f64]) -> Result<(), Self::Error>;
-    /// Scores `row` against what has been learnt, without learning.
-    fn score(&self, row: &[f64]) -> Result<f64, Self::Error>;
-}
-
-impl StreamModel for rcf::Forest {
-    type Error = rcf::RcfError;
-    fn update(&mut self, row: &[f64]) -> Result<(), Self::Error> {
-        rcf::Forest::update(self, row)
-    }
-    fn score(&self, row: &[f64]) -> Result<f64, Self::Error> {
-        rcf::Forest::score(self, row)
-    }
-}

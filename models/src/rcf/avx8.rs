@@ -12,8 +12,9 @@
 //! compares the variants at 8 dims). Paths the kernel hands to the general
 //! climb, and points that equal their leaf, go to the kernel unchanged.
 //!
-//! Every function here needs AVX, which the v3 variant's features include;
-//! they are reached only from `Group::score_only_v3`.
+//! Every function here is compiled for the v3 variant's features (the
+//! `x86_64_v3!` list of `isa.rs`); they are reached only from
+//! `Group::score_only_v3`.
 
 use std::arch::x86_64::{
     __m256, _CMP_EQ_OQ, _mm_add_ps, _mm_unpackhi_ps, _mm_unpacklo_ps, _mm256_castps256_ps128,
@@ -23,45 +24,48 @@ use std::arch::x86_64::{
 
 use super::climb::{TABLED_DEPTHS, score_unseen_tabled};
 use super::geo::Packed;
+use super::isa::x86_64_v3;
 use super::kernel::{Scan, UncachedLevels, level_score};
 use super::point_store::PointStore;
 use super::traversal::{Path, Step};
 use super::tree::Tree;
 
-/// Eight values in one register.
-#[inline]
-#[target_feature(enable = "avx")]
-fn load8(x: &[f32; 8]) -> __m256 {
-    bytemuck::cast(*x)
+x86_64_v3! {
+    /// Eight values in one register.
+    #[inline]
+    fn load8(x: &[f32; 8]) -> __m256 {
+        bytemuck::cast(*x)
+    }
 }
 
-/// `geo::gap_span_packed` for one 8-lane register: the same sums in the
-/// same order.
-#[inline]
-#[target_feature(enable = "avx")]
-fn gap_span8(p: __m256, lo: __m256, hi: __m256) -> (f32, f32) {
-    let outside = _mm256_max_ps(
-        _mm256_max_ps(_mm256_sub_ps(p, hi), _mm256_sub_ps(lo, p)),
-        _mm256_setzero_ps(),
-    );
-    let span = _mm256_sub_ps(hi, lo);
-    // The two halves first, as `gap_span_packed` adds its two registers.
-    let g = _mm_add_ps(
-        _mm256_castps256_ps128(outside),
-        _mm256_extractf128_ps::<1>(outside),
-    );
-    let s = _mm_add_ps(
-        _mm256_castps256_ps128(span),
-        _mm256_extractf128_ps::<1>(span),
-    );
-    let c: [f32; 4] = bytemuck::cast(_mm_add_ps(_mm_unpacklo_ps(g, s), _mm_unpackhi_ps(g, s)));
-    (c[0] + c[2], c[1] + c[3])
+x86_64_v3! {
+    /// `geo::gap_span_packed` for one 8-lane register: the same sums in the
+    /// same order.
+    #[inline]
+    fn gap_span8(p: __m256, lo: __m256, hi: __m256) -> (f32, f32) {
+        let outside = _mm256_max_ps(
+            _mm256_max_ps(_mm256_sub_ps(p, hi), _mm256_sub_ps(lo, p)),
+            _mm256_setzero_ps(),
+        );
+        let span = _mm256_sub_ps(hi, lo);
+        // The two halves first, as `gap_span_packed` adds its two registers.
+        let g = _mm_add_ps(
+            _mm256_castps256_ps128(outside),
+            _mm256_extractf128_ps::<1>(outside),
+        );
+        let s = _mm_add_ps(
+            _mm256_castps256_ps128(span),
+            _mm256_extractf128_ps::<1>(span),
+        );
+        let c: [f32; 4] = bytemuck::cast(_mm_add_ps(_mm_unpacklo_ps(g, s), _mm_unpackhi_ps(g, s)));
+        (c[0] + c[2], c[1] + c[3])
+    }
 }
 
 impl Tree {
+    x86_64_v3! {
     /// `score_packed::<2, 8>` with the point in one AVX register.
     #[inline]
-    #[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
     pub(super) fn score_avx8(&self, p8: &[f32; 8], store: &PointStore, path: Path<'_>) -> f64 {
         let kernel = || self.score_kernel8(p8, store, path.steps, path.leaf);
         let steps = path.steps;
@@ -110,6 +114,7 @@ impl Tree {
             }
         }
         score * norm
+    }
     }
 
     /// `kernel.rs`'s climb, for what `score_avx8` leaves to it. Out of

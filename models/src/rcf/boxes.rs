@@ -3,9 +3,12 @@
 //!
 //! The climbs of the common dimensions use the SIMD versions in `geo.rs`;
 //! these serve box upkeep on insertion and deletion and the other
-//! dimensions, and are written for LLVM's vectoriser (intrinsics would need
-//! `unsafe`, which the workspace denies): for the common dimensions (4, 8, 16 and 32) a const-size
-//! version is fully unrolled into SSE operations, and the gap uses
+//! dimensions, and are written for LLVM's vectoriser rather than with
+//! `std::arch` intrinsics (those are callable without `unsafe` only from
+//! functions compiled for their instruction set, as in `avx8.rs`, and this
+//! code runs in the baseline build): for the common dimensions (4, 8, 16
+//! and 32) a const-size version is fully unrolled into SSE operations, and
+//! the gap uses
 //! `(d + |d|) / 2` rather than a comparison, which LLVM otherwise turns into
 //! per-lane branches. `max(p - hi, lo - p)` is the signed distance of `p`
 //! outside `[lo, hi]` because `lo <= hi`, so at most one side is positive.

@@ -60,11 +60,10 @@ impl Default for ForestBuilder {
             time_decay: None,
             output_after: None,
             seed: 0,
-            // Measured (BENCHMARKS.md, round 10): 16 leaves keeps a 50x256x8
-            // forest under 600 KB over a 2M-point stream (at most 578 KB,
-            // paid for by sparse leaf masses); lower values trade memory for
-            // fewer leaf scans (12 leaves: ~37 KB more, over the target).
-            // Scores do not depend on it.
+            // The lowest threshold that keeps a forest of the default shape
+            // at 8 dimensions within the memory target (measurements in
+            // BENCHMARKS.md): lower values trade memory for fewer leaf
+            // scans. Scores do not depend on it.
             box_cache_min_mass: 16,
             threads: 1,
         }

@@ -23,9 +23,21 @@ pub enum RcfError {
     /// Calibration parameters are invalid.
     #[error(transparent)]
     Calibration(#[from] crate::calibration::CalibrationError),
+    /// A snapshot (or a checkpoint holding one) of another format version.
+    #[error(
+        "checkpoint written by {} forewarn (forest snapshot v{found}); this build reads v{reads}: delete the checkpoint to start cold",
+        age(.found, .reads)
+    )]
+    SnapshotVersion { found: u32, reads: u32 },
     /// A snapshot decoded but its contents contradict each other.
     #[error("snapshot is inconsistent: {reason}")]
     CorruptSnapshot { reason: &'static str },
+}
+
+/// "an older" or "a newer" build, for a snapshot of version `found` read by
+/// a build that reads `reads`.
+fn age(found: &u32, reads: &u32) -> &'static str {
+    if found < reads { "an older" } else { "a newer" }
 }
 
 impl RcfError {

@@ -15,6 +15,7 @@ use super::attribution::DiVector;
 use super::config::{ForestBuilder, ForestConfig};
 use super::point_store::PointStore;
 use super::shingle::Shingler;
+use super::snapshot::{ForestRepr, SNAPSHOT_VERSION, check_json_version};
 use super::traversal::{LANES, Plan, Scratch};
 use super::tree::Tree;
 use crate::rng::SplitMix64;
@@ -27,9 +28,8 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::new(0));
 }
 
-/// Trees sharing one point store (read back through `legacy::GroupRepr`).
+/// Trees sharing one point store.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(try_from = "super::legacy::GroupRepr")]
 pub(super) struct Group {
     pub(super) store: PointStore,
     pub(super) trees: Vec<Tree>,
@@ -159,7 +159,10 @@ impl Group {
 /// # Ok::<(), models::rcf::RcfError>(())
 /// ```
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "ForestRepr")]
 pub struct Forest {
+    /// Snapshot format version (`snapshot.rs`), always `SNAPSHOT_VERSION`.
+    version: u32,
     config: ForestConfig,
     groups: Vec<Group>,
     shingle: Shingler,
@@ -202,13 +205,28 @@ impl Forest {
             });
             made += n;
         }
+        let shingle = Shingler::new(config.input_dimensions, config.shingle_size);
+        let mut f = Self::restored(config, groups, shingle, 0);
+        f.scratch = Some(Scratch::new(dims));
+        f.point = Vec::with_capacity(dims);
+        f
+    }
+
+    /// A forest of the given state, without walk buffers (made on first use).
+    pub(super) fn restored(
+        config: ForestConfig,
+        groups: Vec<Group>,
+        shingle: Shingler,
+        stored: u64,
+    ) -> Self {
         Self {
-            shingle: Shingler::new(config.input_dimensions, config.shingle_size),
-            groups,
-            stored: 0,
-            scratch: Some(Scratch::new(dims)),
-            point: Vec::with_capacity(dims),
+            version: SNAPSHOT_VERSION,
             config,
+            groups,
+            shingle,
+            stored,
+            scratch: None,
+            point: Vec::new(),
         }
     }
 
@@ -363,8 +381,10 @@ impl Forest {
         Ok(serde_json::to_string(self)?)
     }
 
-    /// Restores a forest saved by `to_json`, checking its internal consistency.
+    /// Restores a forest saved by `to_json`, checking its version and its
+    /// internal consistency.
     pub fn from_json(json: &str) -> Result<Self, RcfError> {
+        check_json_version(json)?;
         let forest: Forest = serde_json::from_str(json)?;
         forest.check_consistency()?;
         Ok(forest)

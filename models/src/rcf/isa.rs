@@ -8,12 +8,14 @@
 //! call `Group::score_only_best`. The v3 variant runs the same operations
 //! in the same order, so scores are bit-identical (the test below checks);
 //! it is faster because three-operand vector and shift instructions save
-//! the register copies the baseline needs (BENCHMARKS.md, forest round 9).
-//! Scores of 8-dim points (the acceptance parameters; no attribution) go
-//! one step further in the v3 variant: `avx8.rs` climbs with the point in
-//! one 256-bit register, the same arithmetic in the same order (round 10).
+//! the register copies the baseline needs. Scores of 8-dim points (the
+//! acceptance parameters; no attribution) go one step further in the v3
+//! variant: `avx8.rs` climbs with the point in one 256-bit register, the
+//! same arithmetic in the same order.
 //! This module holds the workspace's only `unsafe`: the call of the v3
-//! variant, right after checking that the CPU has its features.
+//! variant, right after checking that the CPU has its features. Both the
+//! check and the functions' `#[target_feature]` come from one list, the
+//! `x86_64_v3!` macro.
 //!
 //! A variant covers only what is inlined into it, so `Group::score_only`
 //! and everything under it are `#[inline(always)]`, except the lockstep
@@ -30,6 +32,28 @@ use super::point_store::PointStore;
 use super::traversal::{Climb, LANES, Lanes, Path, Scratch};
 use super::tree::Tree;
 
+/// The x86-64-v3 features, listed once. `x86_64_v3!(detect)` is whether
+/// this CPU has them all; `x86_64_v3! { fn ... }` compiles a function for
+/// them. Calling such a function needs `unsafe` unless the caller has the
+/// same features, and the one `unsafe` call (`score_only_best`) is sound
+/// only after `detect`: one list for both keeps them from drifting apart.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_64_v3 {
+    (@with [$($f:tt)*] detect) => {
+        true $(&& std::arch::is_x86_feature_detected!($f))*
+    };
+    (@with [$($f:tt)*] $(#[$m:meta])* $v:vis fn $($rest:tt)*) => {
+        $(#[$m])*
+        #[target_feature($(enable = $f),*)]
+        $v fn $($rest)*
+    };
+    ($($input:tt)*) => {
+        x86_64_v3! { @with ["avx2" "bmi1" "bmi2" "fma" "lzcnt" "popcnt"] $($input)* }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+pub(super) use x86_64_v3;
+
 impl Group {
     /// Adds the trees' scores of `p` to `total` (in tree order) without
     /// learning. Inlined into each instruction-set variant (`isa.rs`).
@@ -44,8 +68,8 @@ impl Group {
     ) {
         // The point is wrapped once for all trees (one dispatch on the
         // dimension per point, not per tree). `process` keeps the per-tree
-        // dispatch of `Tree::climb`: the same change there cost 1 %
-        // (callgrind; LLVM inlines differently).
+        // dispatch of `Tree::climb`: the same change there was slower
+        // (LLVM inlines differently).
         let Scratch { lanes, climb, .. } = s;
         let Climb {
             bmin,
@@ -166,41 +190,51 @@ impl Group {
             lanes.descend(trees, p, |_| true);
         });
     }
+}
 
-    /// `score_only` compiled for x86-64-v3.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
-    #[inline(never)]
-    fn score_only_v3(&self, p: &[f32], s: &mut Scratch, attr: Option<&mut [f64]>, total: &mut f64) {
-        if let (Ok(p8), None) = (<&[f32; 8]>::try_from(p), &attr) {
-            return self.score_avx8(p8, s, total);
+#[cfg(target_arch = "x86_64")]
+impl Group {
+    x86_64_v3! {
+        /// `score_only` compiled for x86-64-v3.
+        #[inline(never)]
+        fn score_only_v3(&self, p: &[f32], s: &mut Scratch, attr: Option<&mut [f64]>, total: &mut f64) {
+            if let (Ok(p8), None) = (<&[f32; 8]>::try_from(p), &attr) {
+                return self.score_avx8(p8, s, total);
+            }
+            self.score_only(p, s, attr, total, &|lanes, trees, p| {
+                lanes.descend_v3(trees, p);
+            });
         }
-        self.score_only(p, s, attr, total, &|lanes, trees, p| {
-            lanes.descend_v3(trees, p);
-        });
     }
 
-    /// `score_only` of an 8-dimensional point without attribution, with
-    /// the climb of `avx8.rs`.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
-    #[inline]
-    fn score_avx8(&self, p: &[f32; 8], s: &mut Scratch, total: &mut f64) {
-        let descend = |lanes: &mut Lanes, trees: &[Tree], p: &[f32]| lanes.descend_v3(trees, p);
-        self.sum_trees(p, &mut s.lanes, total, &descend, |tree, store, path| {
-            path.map_or(0.0, |path| tree.score_avx8(p, store, path))
-        });
+    x86_64_v3! {
+        /// `score_only` of an 8-dimensional point without attribution, with
+        /// the climb of `avx8.rs`.
+        #[inline]
+        fn score_avx8(&self, p: &[f32; 8], s: &mut Scratch, total: &mut f64) {
+            let descend = |lanes: &mut Lanes, trees: &[Tree], p: &[f32]| lanes.descend_v3(trees, p);
+            self.sum_trees(p, &mut s.lanes, total, &descend, |tree, store, path| {
+                path.map_or(0.0, |path| tree.score_avx8(p, store, path))
+            });
+        }
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 impl Lanes {
-    /// `descend` of every tree, compiled for x86-64-v3.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
-    #[inline(never)]
-    fn descend_v3(&mut self, trees: &[Tree], p: &[f32]) {
-        self.descend_inline(trees, p, |_| true);
+    x86_64_v3! {
+        /// `descend` of every tree, compiled for x86-64-v3.
+        #[inline(never)]
+        fn descend_v3(&mut self, trees: &[Tree], p: &[f32]) {
+            self.descend_inline(trees, p, |_| true);
+        }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Makes this thread's scores take the baseline variant.
+    pub(super) static FORCE_BASELINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Whether to run the v3 variant: the CPU has its features, and a test has
@@ -209,38 +243,25 @@ impl Lanes {
 #[inline]
 fn use_v3() -> bool {
     #[cfg(test)]
-    if tests::FORCE_BASELINE.get() {
+    if FORCE_BASELINE.get() {
         return false;
     }
     has_v3()
 }
 
-/// Whether this CPU has every feature of `score_only_v3` (the standard
-/// library caches the answer). Its list must match the two
-/// `#[target_feature]` lists above: a feature enabled there but not checked
-/// here would make the `unsafe` call unsound.
+/// Whether this CPU has every feature of the functions `x86_64_v3!`
+/// compiles (the standard library caches the answer).
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn has_v3() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
-        && std::arch::is_x86_feature_detected!("bmi1")
-        && std::arch::is_x86_feature_detected!("bmi2")
-        && std::arch::is_x86_feature_detected!("fma")
-        && std::arch::is_x86_feature_detected!("lzcnt")
-        && std::arch::is_x86_feature_detected!("popcnt")
+    x86_64_v3!(detect)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
-
+    use super::FORCE_BASELINE;
     use crate::rcf::Forest;
     use crate::rng::Xoshiro256PlusPlus;
-
-    thread_local! {
-        /// Makes this thread's scores take the baseline variant.
-        pub(super) static FORCE_BASELINE: Cell<bool> = const { Cell::new(false) };
-    }
 
     /// Scores and attributions of probes near and far from the data and of
     /// learned rows, with the variant this CPU picks and with the baseline:

@@ -21,8 +21,7 @@ use super::traversal::{Path, Step, sibling_run};
 use super::tree::Tree;
 
 /// Grows the box (`$l`, `$h`) by the point `$handle`. A macro, not a
-/// function: as a function LLVM allocated registers a little worse here
-/// (+0.05 % score, +0.2 % update + score instructions).
+/// function: as a function LLVM allocated registers a little worse here.
 macro_rules! grow {
     ($L:ident, $N:ident, $l:ident, $h:ident, $store:ident, $handle:expr) => {{
         let q = load::<$L, $N>($store.get_n::<$N>($handle));
@@ -277,7 +276,7 @@ pub(super) enum Scan {
     /// Four leaves at a time (three in four sibling runs hold at most
     /// four), so the loop mostly runs once. More instructions, far fewer
     /// mispredicted loop exits: best while learning, where every update
-    /// changes the trees (BENCHMARKS.md, forest round 8).
+    /// changes the trees.
     Chunked,
 }
 

@@ -3,8 +3,7 @@
 //! Part of the forest in `rcf/`: a tree's cached boxes (`box_cache.rs`) are
 //! read whole by every climb that passes them. At 8 dimensions a box is 64
 //! bytes, so a `Vec<f32>` (aligned to 4 or 16 bytes) split most boxes over
-//! two cache lines; callgrind's cache model counted ~40 % more first-level
-//! misses on box reads than one line per box. `Lines` keeps the values in
+//! two cache lines, and a climb is bound by its memory reads. `Lines` keeps the values in
 //! 64-byte aligned blocks and derefs to the `f32`s, so slot `s` of a
 //! 16-value box is exactly line `s`. It serialises as the plain list of
 //! values, so snapshots are unchanged.

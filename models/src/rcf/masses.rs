@@ -2,10 +2,9 @@
 //!
 //! Part of the forest in `rcf/`: identical points share a leaf (no cut can
 //! separate them), so a leaf has a mass, the number of sample entries that
-//! hold its point. Almost every leaf of a telemetry stream has mass 1, and a
-//! `u16` per leaf was 25.7 KB of the 50-tree forest's ~573 KB, memory that
-//! now buys a lower box-cache threshold (faster scores; BENCHMARKS.md,
-//! forest round 10). `Masses` keeps only the leaves whose mass is not 1,
+//! hold its point. Almost every leaf of a telemetry stream has mass 1, so a
+//! `u16` per leaf is mostly wasted, and memory saved here buys a lower
+//! box-cache threshold (faster scores). `Masses` keeps only the leaves whose mass is not 1,
 //! by position in the tree's leaf order. It serialises as the full list of
 //! masses, as snapshots always held them.
 

@@ -12,8 +12,7 @@
 //! - `forest.rs`: the forest; `forest/batch.rs`: batches over parallel tree groups;
 //!   `shingle.rs`: rows to points, missing values.
 //! - `tree.rs`: compact tree with its leaves in order, insert/delete;
-//!   `masses.rs`: leaf multiplicities; `legacy.rs`: reading snapshots of
-//!   either layout; `box_cache.rs`: cached boxes, kept in `lines.rs`'s
+//!   `masses.rs`: leaf multiplicities; `box_cache.rs`: cached boxes, kept in `lines.rs`'s
 //!   cache-line aligned storage; `boxes.rs`: box arithmetic; `traversal.rs`:
 //!   paths, lockstep descent, score formula; `lookup.rs`: its point and
 //!   node-table reads;
@@ -25,6 +24,7 @@
 //!   `invariants.rs`: self-checks.
 //! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
 //! - `attribution.rs`: `DiVector`; `thresholded.rs`: forest + calibration.
+//! - `snapshot.rs`: the snapshot format version.
 //! - `error.rs`: `RcfError`.
 
 mod attribution;
@@ -41,13 +41,13 @@ mod geo;
 mod invariants;
 mod isa;
 mod kernel;
-mod legacy;
 mod lines;
 mod lookup;
 mod masses;
 mod point_store;
 mod sampler;
 mod shingle;
+mod snapshot;
 mod thresholded;
 mod traversal;
 mod tree;
@@ -60,6 +60,8 @@ pub use shingle::VALUE_LIMIT;
 pub use thresholded::{Explanation, ThresholdedForest, Verdict, reason_label};
 pub use tree::MAX_SAMPLE_SIZE;
 
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]

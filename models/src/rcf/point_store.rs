@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 
 /// Points of one fixed dimension, addressed by `u32` handles (arena offsets)
 /// that stay valid until the next `make_room` that compacts. Read back
-/// through `StoreRepr` (inside a group, which owns the handles).
-#[derive(Debug, Clone, Serialize)]
+/// through `StoreRepr`, which checks the shape and recounts live points.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "StoreRepr")]
 pub(crate) struct PointStore {
     dims: usize,
     /// Values that differ between consecutive shingles (the row width);
@@ -44,36 +45,30 @@ pub(crate) struct PointStore {
     live: usize,
 }
 
-/// A stored point store of either layout. Before handles were offsets
-/// (checkpoint format 1 as written up to 2026-12-02) a handle indexed `loc`,
-/// which held the point's offset, and `refs` was per handle.
+/// A stored point store, as read before its shape is checked.
 #[derive(Deserialize)]
-pub(super) struct StoreRepr {
+struct StoreRepr {
     dims: usize,
     step: usize,
     arena: Vec<f32>,
     refs: Vec<u16>,
-    #[serde(default)]
-    loc: Option<Vec<u32>>,
 }
 
 /// Why a stored point store cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid point store: {0}")]
-pub(super) struct BadStore(pub(super) &'static str);
+pub(super) struct BadStore(&'static str);
 
-impl StoreRepr {
-    /// The store, and the old layout's handle table if it had one: the
-    /// caller (`legacy::GroupRepr`) must then map every handle it holds
-    /// through it.
-    pub(super) fn into_store(self) -> Result<(PointStore, Option<Vec<u32>>), BadStore> {
+impl TryFrom<StoreRepr> for PointStore {
+    type Error = BadStore;
+
+    fn try_from(r: StoreRepr) -> Result<Self, BadStore> {
         let StoreRepr {
             dims,
             step,
             arena,
             refs,
-            loc,
-        } = self;
+        } = r;
         if step == 0 || dims == 0 || dims % step != 0 {
             return Err(BadStore("dimensions are not a multiple of the row width"));
         }
@@ -84,32 +79,11 @@ impl StoreRepr {
             refs,
             live: 0,
         };
-        if let Some(loc) = &loc {
-            // Old layout: move each handle's count to the row its point
-            // starts at.
-            if loc.len() != store.refs.len() {
-                return Err(BadStore("locations and counts differ in length"));
-            }
-            let mut refs = vec![0u16; store.rows()];
-            for (&count, &at) in store.refs.iter().zip(loc) {
-                if count == 0 {
-                    continue;
-                }
-                let row = store
-                    .ref_index(at)
-                    .ok_or(BadStore("a point lies outside the arena"))?;
-                if refs[row] != 0 {
-                    return Err(BadStore("two points start at the same place"));
-                }
-                refs[row] = count;
-            }
-            store.refs = refs;
-        }
         if store.refs.len() != store.rows() {
             return Err(BadStore("counts do not match the arena's rows"));
         }
         store.live = store.refs.iter().filter(|&&c| c > 0).count();
-        Ok((store, loc))
+        Ok(store)
     }
 }
 

@@ -39,12 +39,7 @@ pub(crate) struct Sampler {
     keys: Vec<f32>,
     /// Each entry's point, as the store handle of the tree leaf holding it
     /// (parallel to `keys`).
-    #[serde(default)]
     points: Vec<u32>,
-    /// Snapshots before the leaf order (format 1) named each entry's leaf
-    /// slot here instead; `legacy.rs` turns them into `points`.
-    #[serde(default, skip_serializing)]
-    pub(super) leaves: Vec<u16>,
     /// Time at which weights equal 1.
     base_time: u64,
     /// Once full: the next time index that will be accepted.
@@ -58,7 +53,6 @@ impl Sampler {
             time_decay,
             keys: Vec::with_capacity(capacity),
             points: Vec::with_capacity(capacity),
-            leaves: Vec::new(),
             base_time: 0,
             next_accept: 0,
         }
@@ -79,12 +73,6 @@ impl Sampler {
     /// The entries' points, to rewrite after the store moved them.
     pub(super) fn points_mut(&mut self) -> &mut [u32] {
         &mut self.points
-    }
-
-    /// Replaces the entries' points (`legacy.rs`, after mapping leaf slots).
-    pub(super) fn set_points(&mut self, points: Vec<u32>) {
-        self.points = points;
-        self.leaves = Vec::new();
     }
 
     /// Decides whether the point arriving at time `t` is kept. Times must be
@@ -214,13 +202,12 @@ impl Sampler {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.keys.capacity() * 4 + self.points.capacity() * 4 + self.leaves.capacity() * 2
+        self.keys.capacity() * 4 + self.points.capacity() * 4
     }
 
     /// Heap order holds and every key is finite and positive.
     pub(crate) fn is_consistent(&self) -> bool {
         self.keys.len() == self.points.len()
-            && self.leaves.is_empty()
             && self.keys.len() <= self.capacity
             && self.keys.iter().all(|k| k.is_finite() && *k >= 0.0)
             && (1..self.keys.len()).all(|i| self.keys[(i - 1) / 2] >= self.keys[i])

@@ -1,61 +1,65 @@
-//! Unit tests of snapshots across layouts and of the point store's
-//! compactions: fixtures written by earlier builds restore and continue bit
-//! for bit, malformed snapshots are refused, and handles survive moves.
+//! Unit tests of snapshots and of the point store's compactions: snapshots
+//! of another format version (fixtures written by earlier builds) are
+//! refused with a clear error, malformed snapshots are refused, and handles
+//! survive moves.
 
 use super::tests::{forest, row};
 use super::*;
 use crate::rng::Xoshiro256PlusPlus;
 
-/// A snapshot written before trees kept their leaves in order (leaf slots,
-/// node masses, sample entries naming slots, handles through a handle
-/// table), with the scores the build that wrote it (411fac2) gave for the
-/// 300 rows after it: restoring converts it, and the converted forest
-/// continues bit for bit, from JSON and from CBOR.
-#[test]
-fn snapshots_of_the_leaf_slot_layout_restore_and_continue_identically() {
-    let fixture = include_str!("../../tests/fixtures/rcf_legacy_v1.json");
-    assert!(fixture.contains("\"leaf_point\"") && fixture.contains("\"free_leaf\""));
-    restores_and_continues(fixture);
-}
+/// The error every snapshot of format 1 gets.
+const OLD: &str = "checkpoint written by an older forewarn (forest snapshot v1); this build reads v2: delete the checkpoint to start cold";
 
-/// The same for a snapshot of leaves in order whose point handles still go
-/// through a handle table (`loc`, with freed handles), as 0f433aa wrote it.
+/// Snapshots of format 1 (no `version` field), in the layouts earlier
+/// builds wrote (leaf slots; leaves in order with a handle table), are
+/// refused with the version error, from JSON, from a thresholded forest's
+/// JSON and from CBOR (the checkpoints' encoding).
 #[test]
-fn snapshots_with_a_handle_table_restore_and_continue_identically() {
-    let fixture = include_str!("../../tests/fixtures/rcf_ordered_v1.json");
-    assert!(fixture.contains("\"loc\"") && !fixture.contains("\"leaf_point\""));
-    assert!(
-        fixture.contains("4294967295"),
-        "the fixture has freed handles"
-    );
-    restores_and_continues(fixture);
-}
-
-/// Restores `fixture`'s forest from JSON and from CBOR, checks it, and
-/// continues it over the fixture's rows, expecting the recorded score bits;
-/// the continued forest then saves in the current layout.
-fn restores_and_continues(fixture: &str) {
-    let fixture: serde_json::Value = serde_json::from_str(fixture).expect("fixture parses");
-    let json = fixture["forest"].to_string();
-    let rows: Vec<[f64; 2]> = serde_json::from_value(fixture["rows"].clone()).expect("rows");
-    let bits: Vec<u64> = serde_json::from_value(fixture["score_bits"].clone()).expect("bits");
-    let from_json = Forest::from_json(&json).expect("the old layout restores");
-    let mut cbor = Vec::new();
-    ciborium::into_writer(&fixture["forest"], &mut cbor).expect("cbor");
-    let from_cbor: Forest = ciborium::from_reader(&cbor[..]).expect("the old layout from CBOR");
-    for mut f in [from_json, from_cbor] {
-        f.check_consistency()
-            .expect("converted trees are consistent");
-        for (t, (r, b)) in rows.iter().zip(&bits).enumerate() {
-            let s = f.score_and_update(r).expect("dims");
-            assert_eq!(s.to_bits(), *b, "row {t}: {s}");
-        }
-        f.check_consistency().expect("consistent after continuing");
-        // And the new layout round-trips.
-        let again = Forest::from_json(&f.to_json().expect("json")).expect("restores");
-        let json = again.to_json().expect("json");
-        assert!(!json.contains("leaf_point") && !json.contains("\"loc\""));
+fn snapshots_of_format_1_are_refused_with_the_version_error() {
+    for fixture in [
+        include_str!("../../tests/fixtures/rcf_legacy_v1.json"),
+        include_str!("../../tests/fixtures/rcf_ordered_v1.json"),
+    ] {
+        let fixture: serde_json::Value = serde_json::from_str(fixture).expect("fixture parses");
+        let old = &fixture["forest"];
+        assert!(old.get("version").is_none());
+        let err = Forest::from_json(&old.to_string()).expect_err("format 1");
+        assert!(
+            matches!(err, RcfError::SnapshotVersion { found: 1, reads: 2 }),
+            "{err:?}"
+        );
+        assert_eq!(err.to_string(), OLD);
+        let wrapped = serde_json::json!({ "forest": old, "thresholder": null });
+        let err = ThresholdedForest::from_json(&wrapped.to_string()).expect_err("format 1");
+        assert_eq!(err.to_string(), OLD);
     }
+    // The current layout without its version (as the last build of format
+    // 1 wrote it) is refused too, also through serde alone.
+    let mut v = small_snapshot(2);
+    v.as_object_mut().expect("object").remove("version");
+    let err = Forest::from_json(&v.to_string()).expect_err("format 1");
+    assert_eq!(err.to_string(), OLD);
+    let mut cbor = Vec::new();
+    ciborium::into_writer(&v, &mut cbor).expect("cbor");
+    let err = ciborium::from_reader::<Forest, _>(&cbor[..]).expect_err("format 1");
+    assert!(err.to_string().contains(OLD), "{err}");
+}
+
+/// A snapshot names its version, and one from a newer build is refused.
+#[test]
+fn snapshots_carry_their_version() {
+    let mut v = small_snapshot(2);
+    assert_eq!(v["version"], serde_json::json!(2));
+    let mut cbor = Vec::new();
+    ciborium::into_writer(&v, &mut cbor).expect("cbor");
+    let f: Forest = ciborium::from_reader(&cbor[..]).expect("the current format from CBOR");
+    f.check_consistency().expect("consistent");
+    v["version"] = serde_json::json!(3);
+    let err = Forest::from_json(&v.to_string()).expect_err("format 3");
+    assert!(
+        err.to_string()
+            .starts_with("checkpoint written by a newer forewarn (forest snapshot v3)")
+    );
 }
 
 /// The JSON snapshot of a small one-metric forest of `trees` trees after 100

@@ -169,30 +169,31 @@ fn wrong_row_length_is_an_error() {
     ));
 }
 
+/// Descents and climbs stay short on a telemetry-like stream: a random
+/// cut tree's leaves sit at about `2 ln(n)` depth, a climb stops at the
+/// first box holding the point, and nearly every point lies inside the
+/// root's box (what the box cache and the lockstep descent are sized for).
 #[test]
-#[ignore = "diagnostic"]
-fn depth_stats() {
-    let mut f = forest(50, 256, 2, 4, 17);
+fn descents_and_climbs_stay_short_on_an_ordinary_stream() {
+    let mut f = forest(10, 256, 2, 4, 17);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
-    let rows: Vec<Vec<f64>> = (0..30000)
+    let rows: Vec<Vec<f64>> = (0..6000)
         .map(|t| {
             (0..2)
                 .map(|j| 10.0 * (t as f64 / (20.0 + 7.0 * j as f64)).sin() + rng.next_gaussian())
                 .collect()
         })
         .collect();
-    for r in &rows[..20000] {
+    for r in &rows[..5000] {
         f.update(r).expect("dims");
     }
-    let (mut depth, mut climb, mut contain_mass, mut n, mut outside) =
-        (0usize, 0usize, 0usize, 0usize, 0usize);
+    let (mut depth, mut climb, mut n, mut outside) = (0usize, 0usize, 0usize, 0usize);
     let mut point = Vec::new();
     let mut s = super::traversal::Scratch::new(8);
-    for r in &rows[20000..21000] {
+    for r in &rows[5000..5500] {
         f.shingle_for_tests().candidate(r, &mut point);
-        let groups = f.groups_for_tests();
-        let g = &groups[0];
-        for t in g.1.iter() {
+        let (store, trees) = f.groups_for_tests()[0];
+        for t in trees {
             t.descend(&point, &mut s.path);
             let path = s.path.as_path();
             depth += path.depth();
@@ -202,28 +203,32 @@ fn depth_stats() {
                 lvl -= 1;
                 let mut lo = vec![f32::INFINITY; 8];
                 let mut hi = vec![f32::NEG_INFINITY; 8];
-                let (n, start, count) = (path.node(lvl), path.start(lvl), path.count(lvl));
-                t.union_node(g.0, n, start, count, &mut lo, &mut hi);
+                let (node, start, count) = (path.node(lvl), path.start(lvl), path.count(lvl));
+                t.union_node(store, node, start, count, &mut lo, &mut hi);
                 if (0..8).all(|d| point[d] >= lo[d] && point[d] <= hi[d]) {
-                    contain_mass += usize::from(count);
                     reached = true;
                     break;
                 }
                 climb += 1;
             }
-            if !reached {
-                outside += 1;
-            }
+            outside += usize::from(!reached);
             n += 1;
         }
         f.update(r).expect("dims");
     }
-    println!(
-        "avg depth {:.1}, avg climb {:.1}, avg containing leaves {:.1}, outside root box {:.3}",
-        depth as f64 / n as f64,
-        climb as f64 / n as f64,
-        contain_mass as f64 / (n - outside) as f64,
-        outside as f64 / n as f64
+    let (depth, climb) = (depth as f64 / n as f64, climb as f64 / n as f64);
+    let expected = 2.0 * 256f64.ln();
+    assert!(
+        (0.5 * expected..2.0 * expected).contains(&depth),
+        "average depth {depth:.1}, a random tree's about {expected:.1}"
+    );
+    assert!(
+        climb < depth,
+        "average climb {climb:.1} of {depth:.1} levels"
+    );
+    assert!(
+        outside * 20 < n,
+        "{outside} of {n} points outside the root's box"
     );
 }
 
@@ -329,11 +334,15 @@ fn batches_on_two_threads_equal_row_by_row_on_one() {
     assert_eq!(two.forest().points_seen(), one.forest().points_seen());
 }
 
+/// A lower `box_cache_min_mass` caches more boxes and costs more memory,
+/// and `heap_bytes` counts every tree part (nodes, box slots, leaves,
+/// masses, boxes, box owners, sampler) and the point store.
 #[test]
-#[ignore = "diagnostic"]
-fn memory_breakdown() {
-    for mass in [20, 16, 12, 8] {
+fn box_cache_threshold_trades_memory_for_boxes() {
+    let mut last: Option<(usize, usize)> = None;
+    for mass in [20, 12, 6] {
         let mut f = Forest::builder()
+            .trees(10)
             .input_dimensions(2)
             .shingle_size(4)
             .box_cache_min_mass(mass)
@@ -341,7 +350,7 @@ fn memory_breakdown() {
             .build()
             .expect("valid");
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
-        for t in 0..20_000 {
+        for t in 0..3_000 {
             let r: Vec<f64> = (0..2)
                 .map(|j| 10.0 * (t as f64 / (20.0 + 7.0 * j as f64)).sin() + rng.next_gaussian())
                 .collect();
@@ -349,20 +358,29 @@ fn memory_breakdown() {
         }
         let (store, trees) = f.groups_for_tests()[0];
         let sum = |g: &dyn Fn(&tree::Tree) -> usize| trees.iter().map(g).sum::<usize>();
-        println!(
-            "mass {mass}: total {} nodes {} box_slot {} leaves {} masses {} boxes {} ({} live) owners {} sampler {} store {} (live points {})",
-            f.heap_bytes(),
-            sum(&|t| t.nodes.capacity() * 12),
-            sum(&|t| t.box_slot.capacity() * 2),
-            sum(&|t| t.leaves.capacity() * 4),
-            sum(&|t| t.masses.heap_bytes()),
-            sum(&|t| t.boxes.capacity() * 4),
-            sum(&|t| t.boxes.len() * 4),
-            sum(&|t| t.box_owner.capacity() * 2),
-            sum(&|t| t.sampler.heap_bytes()),
-            store.heap_bytes(),
-            store.live_points(),
+        let parts = sum(&|t| t.nodes.capacity() * 12)
+            + sum(&|t| t.box_slot.capacity() * 2)
+            + sum(&|t| t.leaves.capacity() * 4)
+            + sum(&|t| t.masses.heap_bytes())
+            + sum(&|t| t.boxes.capacity() * 4)
+            + sum(&|t| t.box_owner.capacity() * 2)
+            + sum(&|t| t.sampler.heap_bytes())
+            + store.heap_bytes();
+        let heap = f.heap_bytes();
+        // Besides: the trees' and groups' own structs, the shingle, scratch.
+        let fixed = trees.len() * std::mem::size_of::<tree::Tree>() + 4096;
+        assert!(
+            parts <= heap && heap - parts < fixed,
+            "mass {mass}: parts {parts} of {heap} bytes"
         );
+        let boxes = sum(&|t| t.boxes.len() / 16);
+        if let Some((heap_before, boxes_before)) = last {
+            assert!(
+                boxes > boxes_before && heap > heap_before,
+                "mass {mass}: {boxes} boxes in {heap} bytes, before {boxes_before} in {heap_before}"
+            );
+        }
+        last = Some((heap, boxes));
     }
 }
 

@@ -121,6 +121,7 @@ impl ThresholdedForest {
 
     /// Restores a detector saved by `to_json`, checking its consistency.
     pub fn from_json(json: &str) -> Result<Self, RcfError> {
+        super::snapshot::check_nested_json_version(json)?;
         let d: ThresholdedForest = serde_json::from_str(json)?;
         d.forest.check_consistency()?;
         if !d.thresholder.is_consistent() {

@@ -23,9 +23,9 @@ use super::tree::{LEAF, Node, Tree, is_leaf};
 use crate::rng::Xoshiro256PlusPlus;
 
 /// Trees descended per batch, one level each per round so that their node
-/// loads are in flight together. This costs ~4 % more instructions than one
-/// tight loop per tree and saves 14–17 % of the time (BENCHMARKS.md, forest
-/// round 4; an earlier lockstep was judged on instruction counts alone).
+/// loads are in flight together: a descent waits on memory, not on
+/// arithmetic, so the few extra instructions of the lockstep pay for
+/// themselves.
 pub(super) const LANES: usize = 8;
 const _: () = assert!(LANES == 8, "Lanes::descend unrolls eight lanes");
 
@@ -73,7 +73,7 @@ impl Step {
     /// right run is not empty); both replace the node and add 1 to the depth
     /// (at most the sample size, so it fits its 16 bits). Selecting between
     /// two finished words costs fewer instructions than selecting the
-    /// constants of one masked add (BENCHMARKS.md, forest round 7).
+    /// constants of one masked add.
     #[inline(always)]
     pub(super) fn child(self, node: &Node, right: bool) -> Step {
         const COUNT: u64 = 0xFFFF << 32;
@@ -303,9 +303,8 @@ impl Lanes {
         // leaf costs one test per round. Every lane still descending in
         // round `r` stands at depth `r`, so the round (one register for all
         // lanes) indexes the steps' stores, not each lane's depth field
-        // (2.7 % fewer instructions per score, BENCHMARKS.md forest round
-        // 8). A path past `FAST_DEPTH` wraps around here and is redone by
-        // `descend`.
+        // (fewer instructions per step). A path past `FAST_DEPTH` wraps
+        // around here and is redone by `descend`.
         macro_rules! step {
             ($k:expr, $moved:ident, $round:ident) => {
                 let s = state[$k];

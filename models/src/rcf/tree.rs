@@ -70,7 +70,6 @@ impl Node {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(try_from = "super::legacy::TreeRepr")]
 pub(crate) struct Tree {
     pub(super) dims: usize,
     /// Nodes with at least this many leaves cache their bounding box.
