@@ -11,7 +11,6 @@
 //! - [`progress`]: progress bars that only draw on a terminal.
 
 pub mod api;
-pub mod assess;
 pub mod checkpoint;
 pub mod cli;
 pub mod commands;
@@ -26,6 +25,10 @@ pub mod risk_table;
 pub mod sources;
 pub mod state;
 pub mod stats;
+
+/// Risk fusion and the hard-failure rules live in `models`; re-exported so
+/// `crate::assess::…` paths keep working.
+pub use models::assess;
 
 /// Runs one parsed command line.
 pub fn run_cli(cli: cli::Cli) -> anyhow::Result<()> {

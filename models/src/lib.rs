@@ -6,11 +6,15 @@
 //! - `failure`: the supervised failure model (gradient-boosted, calibrated,
 //!   with its logistic baseline) and its artifact.
 //! - `trend`: memory-error trend forecasts (ETA to the HBM's error budgets).
+//! - `assess`: risk fusion: hard-failure rules, degradation signals, the
+//!   forest's grade and the failure model's probability → one assessment
+//!   per GPU and row.
 //! - `rng`: seeded generators; every model is deterministic given its seed.
 //!
 //! Everything here is synchronous and owns its state; the detector crate
 //! decides where models run and turns their verdicts into alerts.
 
+pub mod assess;
 pub mod calibration;
 pub mod failure;
 pub mod rcf;

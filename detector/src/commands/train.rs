@@ -10,9 +10,10 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use datasets::training::{self, ExampleSet, SetConfig, Sets};
+use models::failure::sampling::{self, balanced_sample, balanced_weights, operating_point};
 use models::failure::{
-    Booster, FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, InputState, Logistic, Platt,
-    TrainingMeta, metrics,
+    Booster, Examples, FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, InputState, Logistic, Platt,
+    TrainingMeta,
 };
 use models::trend::TrendConfig;
 
@@ -199,69 +200,18 @@ fn read_one(
     Ok(out)
 }
 
-/// Class-balancing weights: positives weigh as much as all negatives.
-fn balanced(set: &ExampleSet) -> Vec<f32> {
-    let (mut wp, mut wn) = (0.0f64, 0.0f64);
-    for (y, w) in set.y.iter().zip(&set.weight) {
-        if *y == 1 {
-            wp += f64::from(*w);
-        } else {
-            wn += f64::from(*w);
-        }
+/// The sampling's view of a set built by `datasets`.
+fn view(set: &ExampleSet) -> anyhow::Result<Examples<'_>> {
+    Ok(Examples {
+        width: set.width,
+        x: &set.x,
+        y: &set.y,
+        weight: &set.weight,
+        lead_h: &set.lead_h,
+        visible: &set.visible,
+        gpu: &set.gpu,
     }
-    let k = if wp > 0.0 { (wn / wp) as f32 } else { 1.0 };
-    set.y
-        .iter()
-        .zip(&set.weight)
-        .map(|(y, w)| if *y == 1 { w * k } else { *w })
-        .collect()
-}
-
-/// A class-balanced subsample for the baseline (linfa takes no weights):
-/// every positive and up to `ratio` × as many negatives, seeded.
-fn balanced_sample(set: &ExampleSet, ratio: usize, seed: u64) -> (Vec<f32>, Vec<u8>) {
-    let pos = set.positives().max(1);
-    let neg = set.len() - set.positives();
-    let keep = ((ratio * pos) as f64 / neg.max(1) as f64).min(1.0);
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    for i in 0..set.len() {
-        if set.y[i] == 1 || training::unit_hash(seed, i as u64, 0xba5e) < keep {
-            x.extend_from_slice(set.row(i));
-            y.push(set.y[i]);
-        }
-    }
-    (x, y)
-}
-
-/// Calibrated probabilities of a set under a scorer.
-pub fn score(set: &ExampleSet, f: impl Fn(&[f32]) -> f64) -> Vec<f64> {
-    (0..set.len()).map(|i| f(set.row(i))).collect()
-}
-
-/// Per failing GPU in `set` whose failure has a precursor, the highest
-/// probability at least 1 h ahead (rows where the precursor shows).
-fn event_maxima(set: &ExampleSet, p: &[f64]) -> Vec<f64> {
-    let mut best: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
-    for (i, pi) in p.iter().enumerate().take(set.len()) {
-        if set.y[i] == 1 && set.lead_h[i] >= 1.0 && set.visible[i] {
-            let e = best.entry(set.gpu[i]).or_insert(0.0);
-            *e = e.max(*pi);
-        }
-    }
-    best.into_values().collect()
-}
-
-/// The operating point on the calibration split: the lower of the
-/// best-F1 threshold and the one that alarms on 90% of its failures at
-/// least an hour ahead.
-fn operating_point(ca: &ExampleSet, logits: &[f64], platt: &Platt) -> f64 {
-    let p: Vec<f64> = logits.iter().map(|s| platt.apply(*s)).collect();
-    let curve = metrics::pr_curve(&p, &ca.y, &ca.weight);
-    let f1 = metrics::best_f1(&curve).map_or(0.5, |p| p.threshold);
-    let mut maxima = event_maxima(ca, &p);
-    maxima.sort_by(f64::total_cmp);
-    let recall90 = maxima.get(maxima.len() / 10).copied().unwrap_or(f1);
-    recall90.min(f1).max(1e-4)
+    .check()?)
 }
 
 /// Runs `forewarn train`.
@@ -277,7 +227,11 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         ..SetConfig::default()
     };
     let (sets, gpus, failures) = load_sets(&args.data, &args.labels, &cfg)?;
-    let (tr, ca, va) = (&sets.train, &sets.calibration, &sets.validation);
+    let (tr, ca, va) = (
+        view(&sets.train)?,
+        view(&sets.calibration)?,
+        view(&sets.validation)?,
+    );
     eprintln!(
         "sets: train {} rows ({} positive), calibration {} ({}), validation {} ({}); {gpus} GPUs, {failures} failures; read in {:.1}s",
         tr.len(),
@@ -310,7 +264,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         subsample: args.subsample,
         ..GbdtParams::default()
     };
-    let gbdt = Gbdt::train(&tr.x, INPUT_WIDTH, &tr.y, &balanced(tr), &params)?;
+    let gbdt = Gbdt::train(tr.x, INPUT_WIDTH, tr.y, &balanced_weights(&tr), &params)?;
     let gbdt_s = t1.elapsed().as_secs_f64();
     eprintln!(
         "gbdt: {} trees, {} nodes in {gbdt_s:.1}s",
@@ -318,7 +272,8 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         gbdt.nodes()
     );
     let t2 = Instant::now();
-    let (lx, ly) = balanced_sample(tr, 4, args.seed);
+    let seed = args.seed;
+    let (lx, ly) = balanced_sample(&tr, 4, |i| training::unit_hash(seed, i as u64, 0xba5e));
     let logistic = Logistic::train(&lx, INPUT_WIDTH, &ly)?;
     eprintln!(
         "logistic: {} rows in {:.1}s",
@@ -328,12 +283,12 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
 
     // Calibrate on the calibration split, with weights restoring the
     // fleet's real class balance.
-    let gl = score(ca, |x| gbdt.logit(x));
-    let ll = score(ca, |x| logistic.logit(x));
-    let gp = Platt::fit(&gl, &ca.y, &ca.weight);
-    let lp = Platt::fit(&ll, &ca.y, &ca.weight);
-    let threshold = operating_point(ca, &gl, &gp);
-    let baseline_threshold = operating_point(ca, &ll, &lp);
+    let gl = sampling::score(&ca, |x| gbdt.logit(x));
+    let ll = sampling::score(&ca, |x| logistic.logit(x));
+    let gp = Platt::fit(&gl, ca.y, ca.weight);
+    let lp = Platt::fit(&ll, ca.y, ca.weight);
+    let threshold = operating_point(&ca, &gl, &gp);
+    let baseline_threshold = operating_point(&ca, &ll, &lp);
 
     let mut model = FailureModel::new(
         gbdt,
@@ -386,37 +341,22 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     println!("|---|---|---|---|---|---|");
     let mut figures = Vec::new();
     for (name, p) in [
-        ("gbdt", score(va, |x| model.probability(x))),
+        ("gbdt", sampling::score(&va, |x| model.probability(x))),
         (
             "logistic (baseline)",
-            score(va, |x| model.baseline_probability(x)),
+            sampling::score(&va, |x| model.baseline_probability(x)),
         ),
     ] {
-        let curve = metrics::pr_curve(&p, &va.y, &va.weight);
-        let ap = metrics::average_precision(&curve);
-        let brier = metrics::brier(&p, &va.y, &va.weight);
         let thr = if name == "gbdt" {
             threshold
         } else {
             baseline_threshold
         };
-        let at = curve
-            .iter()
-            .rev()
-            .find(|c| c.threshold >= thr)
-            .copied()
-            .unwrap_or(metrics::PrPoint {
-                threshold: thr,
-                precision: 0.0,
-                recall: 0.0,
-            });
-        let ev = event_maxima(va, &p);
-        let alarmed = ev.iter().filter(|m| **m >= thr).count();
+        let v = sampling::validate(&va, &p, thr);
+        let (ap, brier) = (v.pr_auc, v.brier);
         println!(
-            "| {name} | {ap:.3} | {brier:.4} | {:.3} | {:.3} | {alarmed}/{} |",
-            at.precision,
-            at.recall,
-            ev.len()
+            "| {name} | {ap:.3} | {brier:.4} | {:.3} | {:.3} | {}/{} |",
+            v.at.precision, v.at.recall, v.alarmed, v.failures
         );
         figures.push((format!("{name} pr_auc"), ap));
         figures.push((format!("{name} brier"), brier));

@@ -16,6 +16,7 @@ pub mod input;
 pub mod logistic;
 pub mod metrics;
 pub mod platt;
+pub mod sampling;
 
 use std::path::Path;
 
@@ -28,6 +29,7 @@ pub use history::History;
 pub use input::{INPUT_VERSION, INPUT_WIDTH, InputState, input_names};
 pub use logistic::Logistic;
 pub use platt::Platt;
+pub use sampling::Examples;
 
 /// The artifact's format tag and version.
 pub const FORMAT: &str = "forewarn-failure-model";

@@ -2,13 +2,14 @@
 //! (`datasets::scenarios`) through exactly the pipeline `backtest` runs
 //! ([`crate::commands::backtest::run_pipeline`]), fed straight from the
 //! simulator in event time, then scores the alerts against the ground
-//! truth ([`super::score`]) and checks the targets ([`super::summary`]).
+//! truth ([`evaluation::score`]) and checks the targets
+//! ([`evaluation::summary`]). This module is the glue: arguments, the run,
+//! what is printed.
 //!
 //! Dirty scenarios carry malformed messages: they go through the same
 //! decoder the file source uses and are counted as undecodable (a message
 //! that still decodes joins the stream, as it would from a file).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -17,11 +18,11 @@ use alerts::AlertEvent;
 use anyhow::Context;
 use clap::Args;
 use datasets::scenarios::{self, ScenarioRun};
-use datasets::simulator::{SimEventKind, Simulator};
+use datasets::simulator::Simulator;
+use evaluation::score::{self, Truth};
+use evaluation::{Outcome, summary};
 
 use super::EvaluateArgs;
-use super::score::{self, ScenarioScore, Truth};
-use super::summary;
 use crate::commands::backtest::run_pipeline;
 use crate::config::RawConfig;
 use crate::pipeline::AlertSink;
@@ -45,17 +46,6 @@ pub struct ScenarioArgs {
     /// Report only: exit 0 even when a target is missed.
     #[arg(long)]
     pub report_only: bool,
-}
-
-/// One scenario's run: what it was, what it cost, how it scored.
-pub struct Outcome {
-    pub run: ScenarioRun,
-    pub truth: Truth,
-    pub score: ScenarioScore,
-    pub samples: u64,
-    pub undecodable: u64,
-    pub rejected: u64,
-    pub wall_s: f64,
 }
 
 /// Collects alert events in memory for scoring.
@@ -102,7 +92,7 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut sim =
             Simulator::new(run.config.clone()).with_context(|| format!("scenario {}", run.name))?;
-        let truth = truth_of(&sim);
+        let truth = Truth::of(&sim, crate::pipeline::shard::WARM_UP_MS);
         let (mut undecodable, mut samples) = (0u64, 0u64);
         let summary = run_pipeline(
             &cfg,
@@ -187,33 +177,6 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The ground truth the scorer needs, taken before the run starts.
-fn truth_of(sim: &Simulator) -> Truth {
-    let cfg = sim.config();
-    let mut job_hosts: HashMap<String, Vec<String>> = HashMap::new();
-    for e in sim.events() {
-        if let SimEventKind::JobStart { job, hosts, .. } = &e.kind {
-            job_hosts
-                .entry(job.to_string())
-                .or_default()
-                .extend(hosts.iter().map(|h| h.to_string()));
-        }
-    }
-    Truth {
-        start_ms: cfg.start_ms,
-        gpu_days: cfg.gpus as f64 * (cfg.end_ms() - cfg.start_ms) as f64 / 86_400_000.0,
-        labels: sim.labels().to_vec(),
-        events: sim.events().to_vec(),
-        job_hosts,
-        ambient: datasets::simulator::ambient_change(cfg),
-        newcomers: sim
-            .gpus()
-            .iter()
-            .filter_map(|g| g.active_from_ms.map(|t| (g.uuid.to_string(), t)))
-            .collect(),
-    }
 }
 
 fn write_alerts(path: &std::path::Path, events: &[AlertEvent]) -> anyhow::Result<()> {

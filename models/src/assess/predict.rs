@@ -17,10 +17,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::failure::{FailureModel, History, INPUT_WIDTH, input};
+use crate::trend::{Forecast, Trend, TrendConfig};
 use features::hash::FxBuild;
 use features::{Col, FeatureRow, GpuId};
-use models::failure::{FailureModel, History, INPUT_WIDTH, input};
-use models::trend::{Forecast, Trend, TrendConfig};
 use serde::{Deserialize, Serialize};
 
 use super::{Evidence, Kind};
@@ -255,10 +255,11 @@ fn add_prediction(
 }
 
 /// A failure model that gives every row the same probability, σ(−4) ≈ 1.8 %,
-/// with `created` as its version: for tests of scheduling and reloads.
-#[cfg(test)]
-pub(crate) fn constant_model(created: &str) -> FailureModel {
-    use models::failure::{Gbdt, Logistic, Platt, TrainingMeta};
+/// with `created` as its version: for tests of scheduling and reloads
+/// (here and in detector's reload tests, hence public and not `cfg(test)`).
+#[doc(hidden)]
+pub fn constant_model(created: &str) -> FailureModel {
+    use crate::failure::{Gbdt, Logistic, Platt, TrainingMeta};
     let platt = Platt { a: 1.0, b: 0.0 };
     FailureModel::new(
         Gbdt {

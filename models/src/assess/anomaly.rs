@@ -9,9 +9,9 @@
 //! walk costs ~25 µs, so this keeps the model near 3 µs per sample, and a
 //! degrading GPU teaches the forest that it is normal more slowly.
 
+use crate::calibration::ThresholderConfig;
+use crate::rcf::{Forest, RcfError, ThresholdedForest};
 use features::{Col, FeatureRow};
-use models::calibration::ThresholderConfig;
-use models::rcf::{Forest, RcfError, ThresholdedForest};
 use serde::{Deserialize, Serialize};
 
 use super::Evidence;

@@ -1,20 +1,19 @@
 //! The suite's verdict: scenario scores → the issue's acceptance targets
 //! (pass / fail each), a table for stdout, `report.md` with PNG plots and
-//! `summary.json` for CI. Field names in the JSON are stable: CI and
-//! dashboards read them.
+//! `summary.json` for CI (`report` writes them). Field names in the JSON
+//! are stable: CI and dashboards read them.
 //!
 //! A target whose scenarios were not run has no value and neither passes
 //! nor fails (`pass: null`); the suite passes when no target fails.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::path::Path;
 
-use anyhow::Context;
 use serde::Serialize;
 
-use super::scenario::Outcome;
-use super::score::FailureOutcome;
+use crate::Outcome;
+use crate::score::FailureOutcome;
+
+mod report;
 
 /// One acceptance target.
 #[derive(Debug, Clone, Serialize)]
@@ -119,7 +118,7 @@ fn quantile(v: &[f64], q: f64) -> Option<f64> {
     Some(s[i])
 }
 
-fn ratio(n: u32, d: u32) -> Option<f64> {
+pub(crate) fn ratio(n: u32, d: u32) -> Option<f64> {
     (d > 0).then(|| f64::from(n) / f64::from(d))
 }
 
@@ -301,169 +300,6 @@ impl Report {
             twins,
         }
     }
-
-    /// The stdout table.
-    pub fn table(&self) -> String {
-        let mut t = String::new();
-        let _ = writeln!(
-            t,
-            "{:<19} {:>8} {:>5} {:>6} {:>6} {:>6} {:>7} {:>9} {:>9} {:>7}",
-            "scenario",
-            "GPU-days",
-            "fail",
-            "det",
-            "pages",
-            "false",
-            "warn",
-            "FP/1kGPUd",
-            "FW/1kGPUd",
-            "wall s"
-        );
-        for s in &self.scenarios {
-            let _ = writeln!(
-                t,
-                "{:<19} {:>8.0} {:>5} {:>6} {:>6} {:>6} {:>7} {:>9.2} {:>9.1} {:>7.1}",
-                s.name,
-                s.gpu_days,
-                s.failures,
-                s.detected,
-                s.pages,
-                s.false_pages,
-                s.warnings,
-                s.false_pages_per_1k_gpu_days,
-                s.false_warnings_per_1k_gpu_days,
-                s.wall_s
-            );
-        }
-        let _ = writeln!(
-            t,
-            "\n{:<14} {:>5} {:>9} {:>12} {:>8} {:>8} {:>8}",
-            "kind", "fail", "detected", "early >=1h", "lead p10", "p50", "p90"
-        );
-        let h = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}h"));
-        for (k, s) in &self.kinds {
-            let _ = writeln!(
-                t,
-                "{:<14} {:>5} {:>9} {:>12} {:>8} {:>8} {:>8}",
-                k,
-                s.failures,
-                s.detected,
-                format!("{}/{}", s.early_1h, s.early_eligible),
-                h(s.lead_h_p10),
-                h(s.lead_h_p50),
-                h(s.lead_h_p90)
-            );
-        }
-        let _ = writeln!(
-            t,
-            "\n{:<32} {:>10} {:>8}  verdict",
-            "target", "value", "goal"
-        );
-        for g in &self.targets {
-            let _ = writeln!(
-                t,
-                "{:<32} {:>10} {:>8}  {}",
-                g.name,
-                g.value.map_or("n/a".into(), |v| format!("{v:.3}")),
-                g.goal,
-                match g.pass {
-                    Some(true) => "PASS",
-                    Some(false) => "FAIL",
-                    None => "not run",
-                }
-            );
-        }
-        let _ = writeln!(
-            t,
-            "\nsuite seed {}{}: {}",
-            self.suite_seed,
-            if self.reduced { " (reduced)" } else { "" },
-            if self.pass { "PASS" } else { "FAIL" }
-        );
-        t
-    }
-
-    /// Writes `report.md`, its plots and `summary.json` under `dir`.
-    pub fn write(&self, dir: &Path, outcomes: &[Outcome]) -> anyhow::Result<()> {
-        let json = serde_json::to_string_pretty(self)?;
-        std::fs::write(dir.join("summary.json"), json).context("writing summary.json")?;
-        let leads: Vec<f64> = outcomes
-            .iter()
-            .flat_map(|o| &o.score.failures)
-            .filter_map(|f| f.lead_h)
-            .map(|l| l.max(0.0))
-            .collect();
-        super::plots::lead_histogram(&dir.join("lead_time.png"), &leads, 48.0)?;
-        let bars: Vec<(String, f64, f64)> = self
-            .kinds
-            .iter()
-            .map(|(k, s)| {
-                (
-                    k.clone(),
-                    ratio(s.detected, s.failures).unwrap_or(0.0),
-                    ratio(s.early_1h, s.early_eligible).unwrap_or(0.0),
-                )
-            })
-            .collect();
-        recall_bars(&dir.join("recall.png"), &bars)?;
-        let mut md = String::new();
-        let _ = writeln!(
-            md,
-            "# Detection quality: scenario suite\n\nSuite seed {}{}; every scenario run through the \
-             `backtest` pipeline with the given config. Verdict: **{}**.\n\n```\n{}```\n",
-            self.suite_seed,
-            if self.reduced { ", reduced sizes" } else { "" },
-            if self.pass { "PASS" } else { "FAIL" },
-            self.table()
-        );
-        let _ = writeln!(md, "## Scenarios\n");
-        for o in outcomes {
-            let _ = writeln!(
-                md,
-                "- `{}` ({} GPUs × {} h, seed {}): {}",
-                o.run.name, o.run.config.gpus, o.run.config.hours, o.run.config.seed, o.run.about
-            );
-        }
-        let _ = writeln!(
-            md,
-            "\n![lead time](lead_time.png)\n\n![recall per kind](recall.png)\n\n## Alerts matching no label, by benign cause\n"
-        );
-        for s in &self.scenarios {
-            if !s.benign_alerts.is_empty() {
-                let _ = writeln!(
-                    md,
-                    "- `{}`: {:?} (pages: {:?})",
-                    s.name, s.benign_alerts, s.benign_pages
-                );
-            }
-        }
-        let _ = writeln!(md, "\n## False pages\n");
-        for s in &self.scenarios {
-            for k in &s.false_page_keys {
-                let _ = writeln!(md, "- `{}`: {k}", s.name);
-            }
-        }
-        let _ = writeln!(
-            md,
-            "\n## Stragglers\n\nDetection delays (min): {:?}; precision {}.\n\n## Newcomers vs incumbent twins\n\n| newcomer | incumbent | newcomer detected after onset (min) | incumbent (min) |\n|---|---|---|---|",
-            self.straggler_detect_min,
-            self.straggler_precision
-                .map_or("n/a".into(), |p| format!("{p:.3}"))
-        );
-        for t in &self.twins {
-            let m = |v: Option<f64>| v.map_or("never".into(), |x| format!("{x:.1}"));
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} |",
-                t.newcomer,
-                t.incumbent,
-                m(t.newcomer_detect_min),
-                m(t.incumbent_detect_min)
-            );
-        }
-        std::fs::write(dir.join("report.md"), md).context("writing report.md")?;
-        Ok(())
-    }
 }
 
 fn row(o: &Outcome) -> ScenarioRow {
@@ -530,15 +366,4 @@ fn twins(outcomes: &[Outcome]) -> Vec<TwinRow> {
         }
     }
     out
-}
-
-/// Two bars per failure kind: detected by failure + 5 min (blue) and
-/// alerted ≥ 1 h ahead among those with a visible precursor (red).
-fn recall_bars(path: &Path, rows: &[(String, f64, f64)]) -> anyhow::Result<()> {
-    super::plots::paired_bars(
-        path,
-        "Per kind: detected by failure + 5 min (blue), >= 1 h ahead (red)",
-        "fraction of failures",
-        rows,
-    )
 }

@@ -1,3 +1,5 @@
+//! The scoring rules of [`super`], each on a hand-built truth and alerts.
+
 use std::sync::Arc;
 
 use alerts::{AlertEvent, Labels, Scope, Severity, Status};
@@ -50,6 +52,7 @@ fn gpu_label(
 fn truth(labels: Vec<FailureLabel>, events: Vec<SimEvent>) -> Truth {
     Truth {
         start_ms: T0,
+        warm_up_ms: HOUR_MS,
         gpu_days: 100.0,
         labels,
         events,

@@ -3,12 +3,16 @@
 //!
 //! Reads a header plus rows (file or stdin), streams `timestamp,grade,score,
 //! attribution` to stdout or a file. Bad rows never stop the run: they are
-//! reported on stderr with their line number and scored as missing values.
-//! The CSV reader is hand-written (quoted fields with `""` escapes, no
-//! multi-line fields) to keep the binary's dependencies unchanged.
+//! reported on stderr with their line and column and scored as missing
+//! values. [`reader`] parses the input (with the `csv` crate) on its own
+//! thread; this module scores and writes.
+
+mod reader;
+#[cfg(test)]
+mod tests;
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Read, Write};
+use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::sync::mpsc;
 
@@ -17,11 +21,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use models::calibration::ThresholderConfig;
 use models::rcf::{Direction, Forest, ThresholdedForest, reason_label};
 
+use reader::{Batch, csv_reader, quote_if_needed, read_batches, read_header, resolve_column};
+
 /// Bad rows reported individually before only counting them.
 const MAX_REPORTED_BAD_ROWS: usize = 100;
-/// Rows per batch handed from the reader thread to the scorer; progress is
-/// updated once per batch (updating per row would cost more than scoring).
-const BATCH_ROWS: usize = 4096;
 /// Batches parsed ahead of the scorer.
 const BATCHES_AHEAD: usize = 4;
 
@@ -122,7 +125,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         .then(|| progress_bar(total_bytes));
     let summary = score_csv(
         args,
-        BufReader::with_capacity(1 << 16, input),
+        input,
         BufWriter::with_capacity(1 << 16, output),
         &mut io::stderr().lock(),
         progress.as_ref(),
@@ -153,87 +156,16 @@ fn progress_bar(total_bytes: Option<u64>) -> ProgressBar {
     }
 }
 
-/// Rows parsed by the reader thread, in input order.
-#[derive(Debug, Default)]
-struct Batch {
-    /// Timestamps, already quoted for output, back to back.
-    ts: String,
-    /// End of each row's timestamp in `ts`.
-    ts_end: Vec<usize>,
-    /// `metrics` values per row (NaN for missing or bad fields).
-    values: Vec<f64>,
-    /// Bad rows: index in the batch, line number, problem.
-    bad: Vec<(usize, u64, String)>,
-    /// Input bytes the batch covers (for the progress bar).
-    bytes: u64,
-}
-
-/// Reads and parses rows on its own thread so that scoring, the bottleneck,
-/// runs beside it (on the calling thread and the forest's tree-group threads).
-fn read_batches<R: BufRead>(
-    mut input: R,
-    time_col: usize,
-    cols: &[usize],
-    tx: &mpsc::SyncSender<Result<Batch>>,
-) {
-    let mut line = String::new();
-    let mut fields = Vec::new();
-    let mut values = vec![0.0f64; cols.len()];
-    let mut line_no: u64 = 1;
-    loop {
-        let mut batch = Batch::default();
-        while batch.ts_end.len() < BATCH_ROWS {
-            line.clear();
-            let n = match input.read_line(&mut line).context("failed to read input") {
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-            };
-            if n == 0 {
-                break;
-            }
-            line_no += 1;
-            batch.bytes += n as u64;
-            let text = trim_newline(&line);
-            if let Some(problem) = parse_row(text, &mut fields, time_col, cols, &mut values) {
-                batch.bad.push((batch.ts_end.len(), line_no, problem));
-            }
-            let ts = fields.get(time_col).map(String::as_str).unwrap_or("");
-            batch.ts.push_str(&quote_if_needed(ts));
-            batch.ts_end.push(batch.ts.len());
-            batch.values.extend_from_slice(&values);
-        }
-        let last = batch.ts_end.len() < BATCH_ROWS;
-        if !batch.ts_end.is_empty() && tx.send(Ok(batch)).is_err() {
-            return;
-        }
-        if last {
-            return;
-        }
-    }
-}
-
 /// Scores every row of `input` to `output`; bad rows are reported to `errors`.
-pub fn score_csv<R: BufRead + Send, W: Write>(
+pub fn score_csv<R: Read + Send, W: Write>(
     args: &ScoreArgs,
-    mut input: R,
+    input: R,
     mut output: W,
     errors: &mut dyn Write,
     progress: Option<&ProgressBar>,
 ) -> Result<ScoreSummary> {
-    let mut line = String::new();
-    if input
-        .read_line(&mut line)
-        .context("failed to read the header")?
-        == 0
-    {
-        bail!("input is empty: a header row is required");
-    }
-    let mut fields = Vec::new();
-    split_csv(trim_newline(&line), &mut fields).context("failed to parse the header")?;
-    let header: Vec<String> = fields.clone();
+    let mut rdr = csv_reader(input);
+    let header = read_header(&mut rdr)?;
     let time_col = resolve_column(&header, &args.time_col).context("invalid --time-col")?;
     let cols: Vec<usize> = if args.cols.is_empty() {
         (0..header.len()).filter(|&i| i != time_col).collect()
@@ -264,10 +196,10 @@ pub fn score_csv<R: BufRead + Send, W: Write>(
     let mut summary = ScoreSummary::default();
     std::thread::scope(|scope| -> Result<()> {
         let (tx, rx) = mpsc::sync_channel(BATCHES_AHEAD);
-        let cols = &cols;
-        scope.spawn(move || read_batches(input, time_col, cols, &tx));
+        let (header, cols) = (&header, &cols);
+        scope.spawn(move || read_batches(rdr, header, time_col, cols, &tx));
         for batch in rx {
-            let batch = batch?;
+            let batch: Batch = batch?;
             let rows: Vec<&[f64]> = batch.values.chunks_exact(m).collect();
             let verdicts = detector.process_batch(&rows).context("scoring failed")?;
             let mut bad = batch.bad.iter().peekable();
@@ -341,206 +273,4 @@ fn build_detector(args: &ScoreArgs, metrics: usize) -> Result<ThresholdedForest>
         min_score: args.min_score,
     };
     ThresholdedForest::new(forest, calibration).context("invalid calibration parameters")
-}
-
-/// Parses one data row into `values` (NaN for missing or bad fields). Returns
-/// a description of the problem if the row is bad.
-fn parse_row(
-    text: &str,
-    fields: &mut Vec<String>,
-    time_col: usize,
-    cols: &[usize],
-    values: &mut [f64],
-) -> Option<String> {
-    if let Err(e) = split_csv(text, fields) {
-        values.fill(f64::NAN);
-        fields.clear();
-        return Some(e.to_string());
-    }
-    let needed = cols.iter().copied().chain([time_col]).max().unwrap_or(0);
-    if fields.len() <= needed {
-        values.fill(f64::NAN);
-        return Some(format!(
-            "expected at least {} fields, found {}",
-            needed + 1,
-            fields.len()
-        ));
-    }
-    let mut problem = None;
-    for (v, &c) in values.iter_mut().zip(cols) {
-        let f = fields[c].trim();
-        *v = if f.is_empty() {
-            f64::NAN
-        } else {
-            match f.parse::<f64>() {
-                Ok(x) => x,
-                Err(_) => {
-                    problem
-                        .get_or_insert_with(|| format!("field {} is not a number: {f:?}", c + 1));
-                    f64::NAN
-                }
-            }
-        };
-    }
-    problem
-}
-
-fn trim_newline(s: &str) -> &str {
-    s.strip_suffix('\n')
-        .map(|s| s.strip_suffix('\r').unwrap_or(s))
-        .unwrap_or(s)
-}
-
-/// Splits one CSV line into `out`, handling `"quoted, fields"` and `""`.
-fn split_csv(line: &str, out: &mut Vec<String>) -> Result<()> {
-    let mut i = 0;
-    let mut n = 0;
-    let bytes = line.as_bytes();
-    loop {
-        if out.len() <= n {
-            out.push(String::new());
-        }
-        let field = &mut out[n];
-        field.clear();
-        n += 1;
-        if bytes.get(i) == Some(&b'"') {
-            i += 1;
-            loop {
-                match memchr_quote(&bytes[i..]) {
-                    Some(j) => {
-                        field.push_str(&line[i..i + j]);
-                        i += j + 1;
-                        if bytes.get(i) == Some(&b'"') {
-                            field.push('"');
-                            i += 1;
-                        } else {
-                            break;
-                        }
-                    }
-                    None => bail!("unterminated quoted field"),
-                }
-            }
-            match bytes.get(i) {
-                None => break,
-                Some(b',') => i += 1,
-                Some(_) => bail!("unexpected text after a quoted field"),
-            }
-        } else {
-            match bytes[i..].iter().position(|&b| b == b',') {
-                Some(j) => {
-                    field.push_str(&line[i..i + j]);
-                    i += j + 1;
-                }
-                None => {
-                    field.push_str(&line[i..]);
-                    break;
-                }
-            }
-        }
-    }
-    out.truncate(n);
-    Ok(())
-}
-
-fn memchr_quote(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&c| c == b'"')
-}
-
-fn resolve_column(header: &[String], spec: &str) -> Result<usize> {
-    if let Some(i) = header.iter().position(|h| h.trim() == spec) {
-        return Ok(i);
-    }
-    match spec.parse::<usize>() {
-        Ok(i) if i < header.len() => Ok(i),
-        Ok(i) => bail!(
-            "column index {i} is out of range: the header has {} columns",
-            header.len()
-        ),
-        Err(_) => bail!("no column named {spec:?} in the header"),
-    }
-}
-
-fn quote_if_needed(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\"")).into()
-    } else {
-        s.into()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: ScoreArgs,
-    }
-
-    fn args(extra: &[&str]) -> ScoreArgs {
-        let mut argv = vec!["score"];
-        argv.extend_from_slice(extra);
-        Cli::parse_from(argv).args
-    }
-
-    #[test]
-    fn splits_quoted_fields() {
-        let mut out = Vec::new();
-        split_csv(r#"a,"b,c","d""e",,f"#, &mut out).expect("valid line");
-        assert_eq!(out, vec!["a", "b,c", "d\"e", "", "f"]);
-        assert!(split_csv(r#"a,"b"#, &mut out).is_err());
-    }
-
-    #[test]
-    fn one_output_line_per_row_and_bad_rows_reported() {
-        let mut csv = String::from("ts,cpu,\"mem temp\"\n");
-        for t in 0..1200 {
-            let (cpu, mem) = (
-                50.0 + (t as f64 / 9.0).sin(),
-                70.0 + (t as f64 / 13.0).cos(),
-            );
-            match t {
-                500 => csv.push_str("500,oops,70\n"),
-                501 => csv.push_str("501\n"),
-                502 => csv.push_str("502,,70\n"),
-                1100 => csv.push_str("1100,50,95\n"),
-                _ => csv.push_str(&format!("{t},{cpu},{mem}\n")),
-            }
-        }
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let a = args(&["--trees", "20", "--warmup", "100", "--threads", "1"]);
-        let s = score_csv(&a, csv.as_bytes(), &mut out, &mut err, None).expect("scores");
-        // The tree groups on three threads write the same bytes.
-        let (mut out3, mut err3) = (Vec::new(), Vec::new());
-        let a3 = args(&["--trees", "20", "--warmup", "100", "--threads", "3"]);
-        score_csv(&a3, csv.as_bytes(), &mut out3, &mut err3, None).expect("scores");
-        assert!(out3 == out && err3 == err, "output depends on --threads");
-        assert_eq!(s.rows, 1200);
-        assert_eq!(s.bad_rows, 2);
-        let out = String::from_utf8(out).expect("utf8");
-        let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines.len(), 1201);
-        assert_eq!(lines[0], "timestamp,grade,score,attribution");
-        assert!(lines[1].starts_with("0,0.0000,0.0000,"));
-        let spike = lines[1101];
-        assert!(spike.ends_with(",mem temp_high"), "{spike}");
-        assert!(!spike.starts_with("1100,0.0000"), "{spike}");
-        let err = String::from_utf8(err).expect("utf8");
-        assert!(
-            err.contains("line 502:") && err.contains("line 503:"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn column_selection_by_name_and_index() {
-        let header: Vec<String> = ["time", "a", "b"].iter().map(|s| s.to_string()).collect();
-        assert_eq!(resolve_column(&header, "b").expect("by name"), 2);
-        assert_eq!(resolve_column(&header, "1").expect("by index"), 1);
-        assert!(resolve_column(&header, "7").is_err());
-        assert!(resolve_column(&header, "zzz").is_err());
-    }
 }

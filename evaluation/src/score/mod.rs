@@ -22,18 +22,19 @@
 use std::collections::{BTreeMap, HashMap};
 
 use alerts::{AlertEvent, Scope, Severity, Status};
-use datasets::simulator::{FailureKind, FailureLabel, SimEvent, SimEventKind};
+use datasets::simulator::{FailureKind, FailureLabel, SimEvent, SimEventKind, Simulator};
 use serde::Serialize;
 
 const MIN_MS: i64 = 60_000;
 const HOUR_MS: i64 = 3_600_000;
-/// Event time the pipeline learns before degradation rules count.
-const WARM_UP_MS: i64 = crate::pipeline::shard::WARM_UP_MS;
 
 /// What the simulator knew about one run.
 #[derive(Debug, Clone, Default)]
 pub struct Truth {
     pub start_ms: i64,
+    /// Event time the pipeline learns before degradation rules count
+    /// (the pipeline's warm-up, given by the caller that runs it).
+    pub warm_up_ms: i64,
     pub gpu_days: f64,
     pub labels: Vec<FailureLabel>,
     pub events: Vec<SimEvent>,
@@ -94,6 +95,37 @@ pub struct ScenarioScore {
     /// The unmatched pages themselves (kind, scope, ts, dedup key), for a
     /// human to read.
     pub false_page_keys: Vec<String>,
+}
+
+impl Truth {
+    /// The ground truth of a simulator's run, taken before the run starts;
+    /// `warm_up_ms` is the pipeline's warm-up.
+    pub fn of(sim: &Simulator, warm_up_ms: i64) -> Truth {
+        let cfg = sim.config();
+        let mut job_hosts: HashMap<String, Vec<String>> = HashMap::new();
+        for e in sim.events() {
+            if let SimEventKind::JobStart { job, hosts, .. } = &e.kind {
+                job_hosts
+                    .entry(job.to_string())
+                    .or_default()
+                    .extend(hosts.iter().map(|h| h.to_string()));
+            }
+        }
+        Truth {
+            start_ms: cfg.start_ms,
+            warm_up_ms,
+            gpu_days: cfg.gpus as f64 * (cfg.end_ms() - cfg.start_ms) as f64 / 86_400_000.0,
+            labels: sim.labels().to_vec(),
+            events: sim.events().to_vec(),
+            job_hosts,
+            ambient: datasets::simulator::ambient_change(cfg),
+            newcomers: sim
+                .gpus()
+                .iter()
+                .filter_map(|g| g.active_from_ms.map(|t| (g.uuid.to_string(), t)))
+                .collect(),
+        }
+    }
 }
 
 fn covers(a: &AlertEvent, l: &FailureLabel) -> bool {
@@ -217,7 +249,7 @@ fn outcome(
             .min();
         // Timed from when the pipeline can judge it: a straggler that
         // starts during forewarn's first hour is timed from the warm-up's end.
-        let from = l.onset_ms.max(truth.start_ms + WARM_UP_MS);
+        let from = l.onset_ms.max(truth.start_ms + truth.warm_up_ms);
         (
             first.is_some(),
             None,
@@ -241,7 +273,7 @@ fn outcome(
     // hour for a signal to build).
     let visible = l
         .onset_ms
-        .max(truth.start_ms + WARM_UP_MS)
+        .max(truth.start_ms + truth.warm_up_ms)
         .max(truth.newcomers.get(&gpu).copied().unwrap_or(i64::MIN));
     let early_eligible = l.kind != FailureKind::SuddenDeath
         && l.kind != FailureKind::Straggler
@@ -316,5 +348,4 @@ fn benign_cause(truth: &Truth, a: &AlertEvent) -> String {
 }
 
 #[cfg(test)]
-#[path = "score_tests.rs"]
 mod tests;

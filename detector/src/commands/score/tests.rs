@@ -1,0 +1,97 @@
+//! `forewarn score` end to end on in-memory CSV: quoting, bad rows (named
+//! by line and column), determinism across thread counts, column selection.
+
+use super::*;
+use clap::Parser;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: ScoreArgs,
+}
+
+fn args(extra: &[&str]) -> ScoreArgs {
+    let mut argv = vec!["score"];
+    argv.extend_from_slice(extra);
+    Cli::parse_from(argv).args
+}
+
+#[test]
+fn quoted_fields_and_crlf_are_read_by_the_csv_crate() {
+    let input = "ts,\"a,b\",c\r\n\"1,5\",2,\"x\"\"y\"\r\n";
+    let mut rdr = reader::csv_reader(input.as_bytes());
+    let header = reader::read_header(&mut rdr).expect("header");
+    assert_eq!(header, vec!["ts", "a,b", "c"]);
+    let mut rec = csv::ByteRecord::new();
+    assert!(rdr.read_byte_record(&mut rec).expect("row"));
+    let fields: Vec<&[u8]> = rec.iter().collect();
+    assert_eq!(fields, vec![&b"1,5"[..], b"2", b"x\"y"]);
+    assert_eq!(rec.position().map(csv::Position::line), Some(2));
+    // The timestamp is quoted again on output.
+    assert_eq!(reader::quote_if_needed("1,5"), "\"1,5\"");
+}
+
+#[test]
+fn bad_fields_name_their_column() {
+    let header: Vec<String> = ["ts", "cpu", "mem"].iter().map(|s| s.to_string()).collect();
+    let mut v = [0.0; 2];
+    let rec = csv::ByteRecord::from(vec!["1", "50", "oops"]);
+    let p = reader::parse_row(&rec, &header, 0, &[1, 2], &mut v).expect("bad");
+    assert_eq!(p, "column 3 (\"mem\") is not a number: \"oops\"");
+    assert!(v[0] == 50.0 && v[1].is_nan());
+    let short = csv::ByteRecord::from(vec!["1"]);
+    let p = reader::parse_row(&short, &header, 0, &[1, 2], &mut v).expect("bad");
+    assert_eq!(p, "expected at least 3 fields, found 1");
+}
+
+#[test]
+fn one_output_line_per_row_and_bad_rows_reported() {
+    let mut csv = String::from("ts,cpu,\"mem temp\"\n");
+    for t in 0..1200 {
+        let (cpu, mem) = (
+            50.0 + (t as f64 / 9.0).sin(),
+            70.0 + (t as f64 / 13.0).cos(),
+        );
+        match t {
+            500 => csv.push_str("500,oops,70\n"),
+            501 => csv.push_str("501\n"),
+            502 => csv.push_str("502,,70\n"),
+            1100 => csv.push_str("1100,50,95\n"),
+            _ => csv.push_str(&format!("{t},{cpu},{mem}\n")),
+        }
+    }
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let a = args(&["--trees", "20", "--warmup", "100", "--threads", "1"]);
+    let s = score_csv(&a, csv.as_bytes(), &mut out, &mut err, None).expect("scores");
+    // The tree groups on three threads write the same bytes.
+    let (mut out3, mut err3) = (Vec::new(), Vec::new());
+    let a3 = args(&["--trees", "20", "--warmup", "100", "--threads", "3"]);
+    score_csv(&a3, csv.as_bytes(), &mut out3, &mut err3, None).expect("scores");
+    assert!(out3 == out && err3 == err, "output depends on --threads");
+    assert_eq!(s.rows, 1200);
+    assert_eq!(s.bad_rows, 2);
+    let out = String::from_utf8(out).expect("utf8");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1201);
+    assert_eq!(lines[0], "timestamp,grade,score,attribution");
+    assert!(lines[1].starts_with("0,0.0000,0.0000,"));
+    let spike = lines[1101];
+    assert!(spike.ends_with(",mem temp_high"), "{spike}");
+    assert!(!spike.starts_with("1100,0.0000"), "{spike}");
+    let err = String::from_utf8(err).expect("utf8");
+    assert!(
+        err.contains("line 502: column 2 (\"cpu\") is not a number: \"oops\"")
+            && err.contains("line 503: expected at least 3 fields"),
+        "{err}"
+    );
+}
+
+#[test]
+fn column_selection_by_name_and_index() {
+    let header: Vec<String> = ["time", "a", "b"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(reader::resolve_column(&header, "b").expect("by name"), 2);
+    assert_eq!(reader::resolve_column(&header, "1").expect("by index"), 1);
+    assert!(reader::resolve_column(&header, "7").is_err());
+    assert!(reader::resolve_column(&header, "zzz").is_err());
+}

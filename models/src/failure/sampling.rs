@@ -1,0 +1,202 @@
+//! Training's sampling and operating point: the pieces of `forewarn train`
+//! between "example sets built" and "artifact written" that decide what the
+//! model learns from and where it alarms. Class-balancing weights for the
+//! booster, a class-balanced subsample for the baseline (linfa takes no
+//! weights), per-failure maxima and the operating point on the calibration
+//! split.
+//!
+//! The example sets are built by `datasets` (which `models` does not use);
+//! [`Examples`] borrows their columns, so the logic here stays pure
+//! computation on slices.
+
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+use super::Platt;
+use super::metrics;
+
+/// A labelled example set's columns, borrowed. Every column has one entry
+/// per row; `x` is row-major with `width` values per row.
+#[derive(Debug, Clone, Copy)]
+pub struct Examples<'a> {
+    pub width: usize,
+    pub x: &'a [f32],
+    pub y: &'a [u8],
+    pub weight: &'a [f32],
+    /// Hours to failure (positives), else NaN.
+    pub lead_h: &'a [f32],
+    /// Whether the row's failure shows at that time (true for negatives).
+    pub visible: &'a [bool],
+    /// The row's GPU, as an index.
+    pub gpu: &'a [u32],
+}
+
+/// Columns of unequal length.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("example columns disagree: {rows} labels, but {column} has {found} entries")]
+pub struct ShapeError {
+    pub rows: usize,
+    pub column: &'static str,
+    pub found: usize,
+}
+
+impl<'a> Examples<'a> {
+    /// Checks that every column has one entry per label.
+    pub fn check(self) -> Result<Self, ShapeError> {
+        let rows = self.y.len();
+        for (column, found) in [
+            ("x", self.x.len() / self.width.max(1)),
+            ("weight", self.weight.len()),
+            ("lead_h", self.lead_h.len()),
+            ("visible", self.visible.len()),
+            ("gpu", self.gpu.len()),
+        ] {
+            if found != rows {
+                return Err(ShapeError {
+                    rows,
+                    column,
+                    found,
+                });
+            }
+        }
+        if self.x.len() != rows * self.width {
+            return Err(ShapeError {
+                rows,
+                column: "x (values)",
+                found: self.x.len(),
+            });
+        }
+        Ok(self)
+    }
+
+    pub fn len(&self) -> usize {
+        self.y.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.y.is_empty()
+    }
+
+    pub fn row(&self, i: usize) -> &'a [f32] {
+        &self.x[i * self.width..(i + 1) * self.width]
+    }
+
+    pub fn positives(&self) -> usize {
+        self.y.iter().filter(|y| **y == 1).count()
+    }
+}
+
+/// Class-balancing weights: positives weigh as much as all negatives.
+pub fn balanced_weights(set: &Examples<'_>) -> Vec<f32> {
+    let (mut wp, mut wn) = (0.0f64, 0.0f64);
+    for (y, w) in set.y.iter().zip(set.weight) {
+        if *y == 1 {
+            wp += f64::from(*w);
+        } else {
+            wn += f64::from(*w);
+        }
+    }
+    let k = if wp > 0.0 { (wn / wp) as f32 } else { 1.0 };
+    set.y
+        .iter()
+        .zip(set.weight)
+        .map(|(y, w)| if *y == 1 { w * k } else { *w })
+        .collect()
+}
+
+/// A class-balanced subsample for the baseline (linfa takes no weights):
+/// every positive and up to `ratio` × as many negatives. `draw(i)` is row
+/// `i`'s uniform number in [0, 1); the caller seeds it, so the same seed
+/// keeps the same rows.
+pub fn balanced_sample(
+    set: &Examples<'_>,
+    ratio: usize,
+    draw: impl Fn(usize) -> f64,
+) -> (Vec<f32>, Vec<u8>) {
+    let pos = set.positives().max(1);
+    let neg = set.len() - set.positives();
+    let keep = ((ratio * pos) as f64 / neg.max(1) as f64).min(1.0);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for i in 0..set.len() {
+        if set.y[i] == 1 || draw(i) < keep {
+            x.extend_from_slice(set.row(i));
+            y.push(set.y[i]);
+        }
+    }
+    (x, y)
+}
+
+/// A scorer's output on every row of a set.
+pub fn score(set: &Examples<'_>, f: impl Fn(&[f32]) -> f64) -> Vec<f64> {
+    (0..set.len()).map(|i| f(set.row(i))).collect()
+}
+
+/// Per failing GPU in `set` whose failure has a precursor, the highest
+/// probability at least 1 h ahead (rows where the precursor shows).
+pub fn event_maxima(set: &Examples<'_>, p: &[f64]) -> Vec<f64> {
+    let mut best: HashMap<u32, f64> = HashMap::new();
+    for (i, pi) in p.iter().enumerate().take(set.len()) {
+        if set.y[i] == 1 && set.lead_h[i] >= 1.0 && set.visible[i] {
+            let e = best.entry(set.gpu[i]).or_insert(0.0);
+            *e = e.max(*pi);
+        }
+    }
+    best.into_values().collect()
+}
+
+/// The operating point on the calibration split: the lower of the
+/// best-F1 threshold and the one that alarms on 90% of its failures at
+/// least an hour ahead (floored at 1e-4, so the model alarms on something
+/// above noise).
+pub fn operating_point(ca: &Examples<'_>, logits: &[f64], platt: &Platt) -> f64 {
+    let p: Vec<f64> = logits.iter().map(|s| platt.apply(*s)).collect();
+    let curve = metrics::pr_curve(&p, ca.y, ca.weight);
+    let f1 = metrics::best_f1(&curve).map_or(0.5, |p| p.threshold);
+    let mut maxima = event_maxima(ca, &p);
+    maxima.sort_by(f64::total_cmp);
+    let recall90 = maxima.get(maxima.len() / 10).copied().unwrap_or(f1);
+    recall90.min(f1).max(1e-4)
+}
+
+/// One model's validation figures at its operating point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Validation {
+    /// Weighted average precision (PR-AUC).
+    pub pr_auc: f64,
+    pub brier: f64,
+    /// The PR curve's point at the threshold (zeros when none reaches it).
+    pub at: metrics::PrPoint,
+    /// Failures with a precursor whose best probability ≥ 1 h ahead
+    /// reaches the threshold.
+    pub alarmed: usize,
+    /// Failures with a precursor.
+    pub failures: usize,
+}
+
+/// Validation figures of probabilities `p` on `va` at `threshold`.
+pub fn validate(va: &Examples<'_>, p: &[f64], threshold: f64) -> Validation {
+    let curve = metrics::pr_curve(p, va.y, va.weight);
+    let at = curve
+        .iter()
+        .rev()
+        .find(|c| c.threshold >= threshold)
+        .copied()
+        .unwrap_or(metrics::PrPoint {
+            threshold,
+            precision: 0.0,
+            recall: 0.0,
+        });
+    let ev = event_maxima(va, p);
+    Validation {
+        pr_auc: metrics::average_precision(&curve),
+        brier: metrics::brier(p, va.y, va.weight),
+        at,
+        alarmed: ev.iter().filter(|m| **m >= threshold).count(),
+        failures: ev.len(),
+    }
+}
+
+#[cfg(test)]
+#[path = "sampling_tests.rs"]
+mod tests;
