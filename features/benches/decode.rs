@@ -42,7 +42,7 @@ fn bench(c: &mut Criterion) {
     });
     // Relative to the package root (cargo's working directory for benches).
     let scrape =
-        std::fs::read_to_string("../../shared/fixtures/dcgm-exporter/metrics-k8s-rtx4000ada.prom");
+        std::fs::read_to_string("tests/fixtures/dcgm-exporter/metrics-k8s-rtx4000ada.prom");
     if let Ok(scrape) = scrape {
         g.throughput(Throughput::Elements(1));
         g.bench_function("dcgm_exporter_scrape_1_gpu", |b| {

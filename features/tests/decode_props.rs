@@ -1,7 +1,9 @@
 //! Property tests: decoders return errors on garbage, never panic, and never
-//! produce a sample without a GPU id or with a non-finite value.
+//! produce a sample without a GPU id or with a non-finite value; a line of a
+//! file decodes exactly as a message of the same bytes.
 
-use features::decode::{self, DecodeOutput, adapter, native, nvsmi, prom};
+use features::decode::{self, DecodeOutput, Decoded, Decoder, adapter, native, nvsmi, prom};
+use features::{DecodeError, Encoding};
 use proptest::prelude::*;
 
 fn check(out: &DecodeOutput) {
@@ -67,5 +69,36 @@ proptest! {
         prom::decode_into(s.as_bytes(), 0, &mut out);
         nvsmi::decode_into(s.as_bytes(), &mut out);
         check(&out);
+    }
+
+    #[test]
+    fn a_line_decodes_as_a_message_of_the_same_bytes(lines in prop::collection::vec(json_ish(), 1..8)) {
+        let lines: Vec<Vec<u8>> = lines
+            .into_iter()
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+            .collect();
+        prop_assume!(!lines.is_empty());
+        // A head that sniffs as a scrape or a CSV table makes the whole
+        // file one unit.
+        prop_assume!(!matches!(
+            decode::sniff(&lines[0]),
+            Some(Encoding::PromText | Encoding::NvidiaSmiCsv)
+        ));
+        let text = lines.join(&b'\n');
+        let mut got: Vec<(Vec<u8>, Vec<DecodeError>)> = Vec::new();
+        Decoder::default()
+            .read(text.as_slice(), "f", |u: Decoded<'_>| {
+                if !u.last {
+                    got.push((u.payload.to_vec(), u.errors.to_vec()));
+                }
+                Ok::<_, std::io::Error>(())
+            })
+            .expect("an in-memory read");
+        let mut messages = Decoder::default();
+        let want: Vec<(Vec<u8>, Vec<DecodeError>)> = lines
+            .iter()
+            .map(|l| (l.clone(), messages.decode(l, 0).errors.clone()))
+            .collect();
+        prop_assert_eq!(got, want);
     }
 }

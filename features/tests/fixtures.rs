@@ -1,4 +1,4 @@
-//! Decoders against real exporter output in `shared/fixtures/`: every file
+//! Decoders against real exporter output in `tests/fixtures/`: every file
 //! decodes, and decoded values are spot-checked against the file.
 
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ fn fixture(rel: &str) -> String {
     // Relative to the working directory, which cargo sets to this package's
     // root: a compile-time `CARGO_MANIFEST_DIR` would be the path of
     // whichever checkout built the (cached, shared-target-dir) binary.
-    let p = PathBuf::from("../../shared/fixtures").join(rel);
+    let p = PathBuf::from("tests/fixtures").join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading fixture {}: {e}", p.display()))
 }
 

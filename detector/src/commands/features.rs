@@ -5,19 +5,22 @@
 //! stored in the file's key-value metadata. For training, attribution
 //! studies and eyeballing what the models see.
 //!
-//! Inputs: Parquet telemetry (`datasets::parquet`), native JSON lines,
-//! dcgm-exporter text or nvidia-smi CSV (`features::decode`). Files are read
+//! Inputs: Parquet telemetry (`datasets::parquet`), JSON lines of native
+//! samples or prometheus-kafka-adapter metrics, dcgm-exporter text or
+//! nvidia-smi CSV (the sources' `features::decode::Decoder`). Files are read
 //! in the order given; each must be in event-time order per GPU (text files
 //! are sorted by time after decoding).
 
 use std::fs::File;
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
 use datasets::export::FeatureFileWriter;
 use datasets::parquet::TelemetryReader;
-use features::{Encoding, FeatureConfig, FeatureEngine, FeatureRow, Sample, decode, sniff};
+use features::decode::{Decoded, Decoder};
+use features::{FeatureConfig, FeatureEngine, FeatureRow, Sample};
 
 /// Rows per Parquet record batch (and row group flush unit).
 const BATCH_ROWS: usize = 65_536;
@@ -26,8 +29,9 @@ const BATCH_ROWS: usize = 65_536;
 /// Parquet.
 #[derive(Args, Debug)]
 pub struct FeaturesArgs {
-    /// Telemetry files: `.parquet` (from `forewarn simulate`), native JSON
-    /// lines, dcgm-exporter text or nvidia-smi CSV.
+    /// Telemetry files: `.parquet` (from `forewarn simulate`), JSON lines
+    /// (native samples or prometheus-kafka-adapter metrics), dcgm-exporter
+    /// text or nvidia-smi CSV.
     #[arg(long, required = true, num_args = 1..)]
     pub input: Vec<PathBuf>,
     /// Output Parquet file.
@@ -116,22 +120,19 @@ fn run_text(
     sink: &mut FeatureSink,
     stats: &mut Stats,
 ) -> anyhow::Result<()> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let name = path.display().to_string();
+    let file = File::open(path).with_context(|| format!("opening {name}"))?;
     let mut samples = Vec::new();
-    if sniff(&bytes) == Some(Encoding::Native) {
-        for line in bytes.split(|b| *b == b'\n') {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
+    Decoder::default()
+        .read(BufReader::new(file), &name, |unit: Decoded<'_>| {
+            for e in unit.errors {
+                tracing::debug!(source = %unit.position, reason = e.reason(), error = %e, "undecodable input");
             }
-            let out = decode(line, 0);
-            stats.decode_errors += out.errors.len() as u64;
-            samples.extend(out.samples);
-        }
-    } else {
-        let out = decode(&bytes, 0);
-        stats.decode_errors += out.errors.len() as u64;
-        samples = out.samples;
-    }
+            stats.decode_errors += unit.errors.len() as u64;
+            samples.append(unit.samples);
+            Ok::<_, std::io::Error>(())
+        })
+        .with_context(|| format!("reading {name}"))?;
     samples.sort_by_key(|s| s.ts_ms);
     let pb = crate::progress::bar(samples.len() as u64, "samples");
     // One batch per event time (a tick of the fleet), bounded in size.

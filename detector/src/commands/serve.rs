@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use alerts::{AlertEngine, AlertEvent, AlertRouter, AlertSystem};
 use anyhow::Context;
@@ -267,7 +267,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         });
     }
 
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = CancellationToken::new();
     let source = {
         let (stop, state, cfg) = (stop.clone(), state.clone(), cfg.clone());
         std::thread::Builder::new()
@@ -317,7 +317,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         })
         .await
         .context("serving REST")?;
-    stop.store(true, Ordering::Relaxed);
+    stop.cancel();
     let joined = tokio::task::spawn_blocking(move || source.join())
         .await
         .context("joining the source")?;
@@ -335,7 +335,7 @@ fn run_source(
     cfg: &Config,
     resume: Offsets,
     state: &State,
-    stop: &AtomicBool,
+    stop: &CancellationToken,
     dead: &mut DeadLetters,
     pipeline: &mut Pipeline,
 ) -> anyhow::Result<()> {
@@ -354,7 +354,7 @@ fn run_source(
                 failure_rate_per_gpu_day: DEMO_FAILURE_RATE,
                 ..SimConfig::default()
             };
-            simulator::run(sim, *speed, &|| stop.load(Ordering::Relaxed), |batch| {
+            simulator::run(sim, *speed, &|| stop.is_cancelled(), |batch| {
                 state
                     .metrics
                     .samples_in

@@ -2,16 +2,20 @@
 //! nvidia-smi CSV), stdin, the built-in simulator, and Kafka. Each yields
 //! batches of decoded samples; bad input is counted by reason, written to
 //! the dead-letter file with the reason, and never stops the stream.
+//!
+//! Every source decodes through one [`features::decode::Decoder`] and hands
+//! each unit it gave ([`Decoded`]) to [`DeadLetters::record`], so the same
+//! bad bytes give the same counters and dead letters in backtest and live.
 
 pub mod file;
 pub mod kafka;
-mod pacing;
 pub mod simulator;
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use features::DecodeError;
+use features::decode::Decoded;
 
 use crate::state::State;
 
@@ -22,7 +26,10 @@ pub const BATCH: usize = 4096;
 /// source, payload}`, or nowhere but the counter.
 pub struct DeadLetters {
     out: Option<std::io::BufWriter<std::fs::File>>,
+    /// Bad records so far.
     pub count: u64,
+    /// Bad records so far by reason (what `/metrics` counts).
+    pub by_reason: BTreeMap<&'static str, u64>,
 }
 
 impl DeadLetters {
@@ -39,22 +46,36 @@ impl DeadLetters {
             )),
             None => None,
         };
-        Ok(DeadLetters { out, count: 0 })
+        Ok(DeadLetters {
+            out,
+            count: 0,
+            by_reason: BTreeMap::new(),
+        })
     }
 
-    /// Records one bad record.
-    pub fn record(&mut self, state: &State, source: &str, err: &DecodeError, payload: &[u8]) {
-        self.count += 1;
-        state.metrics.decode_error(err.reason());
-        tracing::debug!(source, reason = err.reason(), error = %err, "undecodable input");
-        if let Some(out) = &mut self.out {
-            let line = serde_json::json!({
-                "reason": err.reason(),
-                "error": err.to_string(),
-                "source": source,
-                "payload": String::from_utf8_lossy(&payload[..payload.len().min(4096)]),
-            });
-            let _ = writeln!(out, "{line}");
+    /// Records every error of one decoded unit: counted by reason and
+    /// written as `{reason, error, source, payload}` (the payload cut at
+    /// 4 KiB, as lossy UTF-8), `source` being the unit's position.
+    pub fn record(&mut self, state: &State, unit: &Decoded<'_>) {
+        if unit.errors.is_empty() {
+            return;
+        }
+        let source = unit.position.to_string();
+        let payload = &unit.payload[..unit.payload.len().min(4096)];
+        for err in unit.errors {
+            self.count += 1;
+            *self.by_reason.entry(err.reason()).or_default() += 1;
+            state.metrics.decode_error(err.reason());
+            tracing::debug!(source = %source, reason = err.reason(), error = %err, "undecodable input");
+            if let Some(out) = &mut self.out {
+                let line = serde_json::json!({
+                    "reason": err.reason(),
+                    "error": err.to_string(),
+                    "source": source,
+                    "payload": String::from_utf8_lossy(payload),
+                });
+                let _ = writeln!(out, "{line}");
+            }
         }
     }
 
@@ -64,3 +85,6 @@ impl DeadLetters {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -109,17 +109,19 @@ impl Assembler {
             out.errors.push(DecodeError::MissingGpu { index: 0 });
             return;
         };
-        let key = (m.ts_ms, Arc::<str>::from(gpu.as_str()));
+        let interner = &mut out.interner;
+        let key = (m.ts_ms, interner.get(gpu));
         let s = self.pending.entry(key.clone()).or_insert_with(|| {
+            let mut intern = |v: &String| interner.get(v);
             let mut s = Sample::new(key.1.clone(), m.ts_ms);
-            s.topo.host = label(&["Hostname", "hostname"]).map(|v| Arc::from(v.as_str()));
-            s.topo.model = label(&["modelName"]).map(|v| Arc::from(v.as_str()));
-            s.topo.rack = label(&["rack"]).map(|v| Arc::from(v.as_str()));
-            s.topo.cluster = label(&["cluster"]).map(|v| Arc::from(v.as_str()));
+            s.topo.host = label(&["Hostname", "hostname"]).map(&mut intern);
+            s.topo.model = label(&["modelName"]).map(&mut intern);
+            s.topo.rack = label(&["rack"]).map(&mut intern);
+            s.topo.cluster = label(&["cluster"]).map(&mut intern);
             let job = label(&["hpc_job"])
                 .filter(|j| *j != "0")
                 .or_else(|| label(&["pod", "pod_name"]));
-            s.topo.job = job.map(|v| Arc::from(v.as_str()));
+            s.topo.job = job.map(&mut intern);
             s
         });
         if !m.value.is_nan() {

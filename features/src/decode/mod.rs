@@ -1,20 +1,23 @@
 //! Decoders: bytes in any of the contract's encodings → [`Sample`]s, with a
 //! typed error for every record that could not be decoded.
 //!
-//! A message (or file) is sniffed once ([`sniff`]) and handed to one decoder:
-//! native JSON (object or array), dcgm-exporter Prometheus text,
-//! prometheus-kafka-adapter JSON (one metric per message, assembled by
-//! [`adapter::Assembler`]) or `nvidia-smi --query-gpu … --format=csv`.
+//! Sources go through one [`Decoder`]: it sniffs a message (or file) once
+//! ([`sniff`]) and hands it to one decoder: native JSON (object or array),
+//! dcgm-exporter Prometheus text, prometheus-kafka-adapter JSON (one metric
+//! per message, assembled by [`adapter::Assembler`]) or
+//! `nvidia-smi --query-gpu … --format=csv`.
 //! Decoders never panic on any input (property-tested) and never let one bad
 //! record spoil the good ones next to it.
 
 pub mod adapter;
+mod decoder;
 mod intern;
 pub mod native;
 pub mod nvsmi;
 pub mod prom;
 mod value;
 
+pub use decoder::{ASSEMBLY_WAIT_MS, Decoded, Decoder, Position, decode};
 pub use intern::Interner;
 pub use value::{is_blank_sentinel, validate};
 
@@ -81,30 +84,6 @@ pub fn sniff(bytes: &[u8]) -> Option<Encoding> {
             }
         }
     }
-}
-
-/// Decodes one message of any self-contained encoding. `default_ts_ms` is the
-/// event time for formats that may omit it (a scrape without timestamps).
-/// Adapter messages need an [`adapter::Assembler`]; here they decode to
-/// nothing but an error, so callers that may see them use the assembler.
-pub fn decode(bytes: &[u8], default_ts_ms: i64) -> DecodeOutput {
-    let mut out = DecodeOutput::default();
-    match sniff(bytes) {
-        Some(Encoding::Native) => native::decode_into(bytes, &mut out),
-        Some(Encoding::PromText) => prom::decode_into(bytes, default_ts_ms, &mut out),
-        Some(Encoding::NvidiaSmiCsv) => nvsmi::decode_into(bytes, &mut out),
-        Some(Encoding::Adapter) => match adapter::parse(bytes) {
-            Ok(m) => {
-                let mut asm = adapter::Assembler::new(0);
-                asm.push(m, &mut out);
-                asm.flush_all(&mut out);
-            }
-            Err(e) => out.errors.push(e),
-        },
-        None if bytes.iter().all(u8::is_ascii_whitespace) => out.errors.push(DecodeError::Empty),
-        None => out.errors.push(DecodeError::UnknownEncoding),
-    }
-    out
 }
 
 #[cfg(test)]

@@ -3,8 +3,6 @@
 //! shared parts (models, cohorts, hosts, XID groups) through [`Parts`], so
 //! the borrow of the GPU's state and of the shared state stay disjoint.
 
-use std::sync::Arc;
-
 use super::FeatureEvent;
 use crate::config::FeatureConfig;
 use crate::expected::inlet::{HostSlot, HostTemps};
@@ -17,10 +15,11 @@ use crate::peers::{
 use crate::phase;
 use crate::sample::Sample;
 use crate::state::GpuState;
-use crate::state::counters::{CounterUpdate, ERROR_COUNTERS, TRACKED};
 use crate::state::smooth::{EventKind, alpha};
 use crate::vector::{Col, FEATURE_COUNT, FeatureRow};
-use crate::xid::{self, PendingXid, XidBlame, XidClass, XidCorrelator};
+use crate::xid::XidCorrelator;
+
+mod events;
 
 /// Clock event reason bits (NVML `nvmlClocksEventReasons`, which DCGM
 /// reports as `DCGM_FI_DEV_CLOCKS_EVENT_REASONS`).
@@ -354,140 +353,6 @@ impl Parts<'_> {
             events.push(FeatureEvent::RackAir(r));
         }
         shift
-    }
-
-    /// Counter deltas, rates, totals and reset events.
-    fn counters(
-        &mut self,
-        st: &mut GpuState,
-        sample: &Sample,
-        v: &mut [f32; FEATURE_COUNT],
-        events: &mut Vec<FeatureEvent>,
-    ) {
-        let ts = sample.ts_ms;
-        let mut reset = false;
-        for (slot, (field, unit)) in TRACKED.iter().enumerate() {
-            let c = &mut st.counters[slot];
-            match sample.metrics.get(*field) {
-                Some(x) => {
-                    if let CounterUpdate::Reset { from, to } = c.update(x, ts, *unit) {
-                        reset = true;
-                        events.push(FeatureEvent::CounterReset {
-                            gpu: sample.gpu.clone(),
-                            ts_ms: ts,
-                            field: *field,
-                            from,
-                            to,
-                        });
-                    }
-                }
-                None => c.clear_interval(),
-            }
-        }
-        if reset {
-            // One reset episode (a driver reload resets many counters).
-            st.events.bump(EventKind::CounterReset);
-        }
-        let c = &st.counters;
-        for slot in 0..ERROR_COUNTERS {
-            v[Col::EccSbeDelta as usize + slot] = c[slot].delta;
-            v[Col::EccSbeRate as usize + slot] = c[slot].rate;
-        }
-        v[Col::PowerViolationFrac as usize] = c[11].rate;
-        v[Col::ThermalViolationFrac as usize] = c[12].rate;
-        v[Col::EnergyPowerW as usize] = c[13].rate;
-        let total = |slot: usize| c[slot].total().map_or(f32::NAN, |t| t as f32);
-        v[Col::EccSbeAggTotal as usize] = total(14);
-        v[Col::EccDbeAggTotal as usize] = total(15);
-        v[Col::RetiredPagesTotal as usize] = total(2) + total(3);
-        v[Col::RemapCorrTotal as usize] = total(4);
-        v[Col::RemapUncorrTotal as usize] = total(5);
-    }
-
-    /// XID events, classification and job-level attribution.
-    fn xid(&mut self, st: &mut GpuState, sample: &Sample, events: &mut Vec<FeatureEvent>) {
-        let cfg = self.cfg;
-        let ts = sample.ts_ms;
-        // The job (else host) whose GPUs' XIDs count together; cloned only
-        // on the rare paths that need it.
-        let group = |st: &GpuState| -> Option<Arc<str>> {
-            st.topo.job.clone().or_else(|| st.topo.host.clone())
-        };
-        if let Some(p) = st.pending_xid {
-            if ts >= p.ts_ms + cfg.xid_window_ms {
-                let g = group(st);
-                self.judge(st, sample, g.as_ref(), p, events);
-            }
-        }
-        let Some(x) = sample.metrics.get(Field::XidErrors) else {
-            return;
-        };
-        let x = if x.is_finite() && x >= 0.0 {
-            x as u32
-        } else {
-            return;
-        };
-        if x == st.last_xid {
-            return;
-        }
-        let group = group(st);
-        st.last_xid = x;
-        if x == 0 {
-            return;
-        }
-        let class = xid::classify(x);
-        st.events.bump(match class {
-            XidClass::Hardware => EventKind::XidHardware,
-            XidClass::Application => EventKind::XidApplication,
-            XidClass::Unknown => EventKind::XidUnknown,
-        });
-        events.push(FeatureEvent::Xid {
-            gpu: sample.gpu.clone(),
-            ts_ms: ts,
-            xid: x,
-            class,
-        });
-        if class != XidClass::Application {
-            return;
-        }
-        if let Some(p) = st.pending_xid.take() {
-            self.judge(st, sample, group.as_ref(), p, events);
-        }
-        if let Some(g) = &group {
-            let level = if st.topo.job.is_some() {
-                CohortLevel::Job
-            } else {
-                CohortLevel::Host
-            };
-            let size = self.cohorts.size(st.cohorts[level as usize].cohort).max(1);
-            self.xids.record(g, ts, cfg.xid_window_ms, size);
-        }
-        st.pending_xid = Some(PendingXid { xid: x, ts_ms: ts });
-    }
-
-    fn judge(
-        &mut self,
-        st: &mut GpuState,
-        sample: &Sample,
-        group: Option<&Arc<str>>,
-        p: PendingXid,
-        events: &mut Vec<FeatureEvent>,
-    ) {
-        let cfg = self.cfg;
-        let blame = self
-            .xids
-            .judge(group, p, cfg.xid_window_ms, cfg.xid_job_fraction);
-        st.events.bump(match blame {
-            XidBlame::Job => EventKind::XidAppJob,
-            XidBlame::Gpu => EventKind::XidAppSolo,
-        });
-        st.pending_xid = None;
-        events.push(FeatureEvent::XidAttributed {
-            gpu: sample.gpu.clone(),
-            ts_ms: p.ts_ms,
-            xid: p.xid,
-            blame,
-        });
     }
 
     /// (Re)resolves the GPU's cohorts after a topology or phase change, or

@@ -1,7 +1,7 @@
 //! Event-time pacing of the Kafka source's partitions: a partition that
 //! runs far ahead of the others (after a restart with a backlog, fetches
 //! come a partition at a time) is paused until they catch up. Used by
-//! `kafka.rs`, which owns the consumer and does the pausing.
+//! `kafka/mod.rs`, which owns the consumer and does the pausing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -1,0 +1,366 @@
+//! The Kafka source: a consumer group member (rdkafka, bundled librdkafka)
+//! feeding the pipeline, at-least-once.
+//!
+//! - Offsets are never auto-committed or auto-stored. Every
+//!   `checkpoint.interval` the source sends a barrier through the pipeline;
+//!   once the checkpoint holding the state that reflects offsets *N* is on
+//!   disk, *N* is committed. At start the newest checkpoint is restored and
+//!   each partition resumes at the checkpoint's offset (a seek when the
+//!   group's committed offset differs), so after `kill -9` the service
+//!   replays exactly what its state has not seen.
+//! - Backpressure: while the pipeline's queues are full the source stops
+//!   polling, so librdkafka's bounded prefetch queue fills and its fetcher
+//!   stops; only when they stay full for [`PAUSE_AFTER`] are the assigned
+//!   partitions paused (the consumer keeps polling, so the group is
+//!   served) and resumed when there is room.
+//! - Rebalance: before partitions are revoked, a checkpoint of everything
+//!   handed over is taken and its offsets committed (asynchronously: a
+//!   synchronous commit has no timeout); the batch in hand is dropped and
+//!   read again. Partitions assigned back resume right after what the
+//!   pipeline holds, not at the group's possibly older commit.
+//! - A message is decoded by the shared `features::decode::Decoder` (any
+//!   encoding of the telemetry contract); undecodable messages are counted
+//!   by reason and written to the dead-letter topic and/or file with the
+//!   reason, exactly as the file source does.
+//! - Lag per partition (high watermark − next offset to process) comes from
+//!   librdkafka's statistics and the source's own position.
+
+//!
+//! Layout: [`settings`] (settings, client options), [`context`] (state
+//! shared with librdkafka's callbacks, rebalance, commits), [`consumer`]
+//! (resume points, the batch, one message's decoding), [`lag`] (pacing and
+//! lag on a timer), [`pacing`] (the pacing decision), and here the poll
+//! loop.
+mod consumer;
+mod context;
+mod lag;
+mod pacing;
+mod settings;
+
+pub(crate) use consumer::{Record, decode_record};
+pub use settings::{CheckpointPolicy, KafkaSettings, client_config};
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use features::decode::Decoder;
+use rdkafka::Offset;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::{BorrowedMessage, Message};
+use tokio_util::sync::CancellationToken;
+
+use self::consumer::{Batch, DeadLetterTopic, Resume, Step};
+use self::context::{Ctx, FINAL_COMMIT_WAIT, Shared, commit, final_commit};
+use self::pacing::Pacer;
+use super::DeadLetters;
+use crate::pipeline::Pipeline;
+use crate::state::State;
+
+/// The pipeline must stay full this long before the source pauses its
+/// partitions. A pause drops librdkafka's prefetched messages, which are
+/// fetched again on resume: pausing at every short stall made a broker
+/// whose fetch cost grows with the backlog (tansu 0.6) fall further behind
+/// after each one (BENCHMARKS.md, issue 7). Shorter stalls are waited out
+/// without polling; the session stays alive (librdkafka heartbeats on its
+/// own thread) and the group's `max.poll.interval.ms` (5 min) is far off.
+const PAUSE_AFTER: Duration = Duration::from_secs(5);
+
+/// An answer to a checkpoint request: the offsets it holds, once written.
+type PendingCommit = Receiver<anyhow::Result<crate::pipeline::Written>>;
+
+/// Everything the poll loop works with.
+struct Source<'a> {
+    state: &'a State,
+    dead: &'a mut DeadLetters,
+    pipeline: &'a mut Pipeline,
+    shared: Arc<Shared>,
+    dlq: Option<DeadLetterTopic>,
+    decoder: Decoder,
+    resume: Resume,
+    batch: Batch,
+    paused: bool,
+    /// Since when the pipeline's queues have been full (not yet paused).
+    full_since: Option<Instant>,
+    every: Option<Duration>,
+    pending_commit: Option<PendingCommit>,
+    last_ckpt: Instant,
+    /// Something was handed over since the last checkpoint.
+    dirty: bool,
+    total: u64,
+}
+
+/// Consumes until `stop` is cancelled. Returns samples handed to the
+/// pipeline.
+pub fn run(
+    settings: &KafkaSettings,
+    policy: Option<CheckpointPolicy>,
+    state: &State,
+    stop: &CancellationToken,
+    dead: &mut DeadLetters,
+    pipeline: &mut Pipeline,
+) -> anyhow::Result<u64> {
+    let (mut src, consumer) = Source::open(settings, policy, state, dead, pipeline)?;
+    let (mut last_lag, mut last_pace) = (Instant::now(), Instant::now());
+    let mut ahead = Pacer::default();
+    while !stop.is_cancelled() {
+        let full = src.pipeline.is_full();
+        if src.wait_out_stall(full) {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        src.apply_backpressure(&consumer, full)?;
+        let polled = consumer.poll(Duration::from_millis(if src.paused { 5 } else { 20 }));
+        src.after_rebalance();
+        match polled {
+            // A skipped or sought-past message ends this round.
+            Some(Ok(m)) if !src.take(&consumer, &m)? => continue,
+            Some(Ok(_)) | None => {}
+            Some(Err(e)) => tracing::warn!(error = %e, "Kafka consumer error"),
+        }
+        src.hand_over()?;
+        src.check_commit(&consumer)?;
+        if last_pace.elapsed() >= Duration::from_millis(200) {
+            last_pace = Instant::now();
+            lag::pace(&consumer, &src.shared, state, &mut ahead);
+        }
+        if last_lag.elapsed() >= Duration::from_secs(1) {
+            last_lag = Instant::now();
+            lag::report_lag(&src.shared, state, settings.ready_lag);
+        }
+    }
+    src.stop(&consumer)
+}
+
+impl<'a> Source<'a> {
+    fn open(
+        settings: &'a KafkaSettings,
+        policy: Option<CheckpointPolicy>,
+        state: &'a State,
+        dead: &'a mut DeadLetters,
+        pipeline: &'a mut Pipeline,
+    ) -> anyhow::Result<(Self, BaseConsumer<Ctx>)> {
+        let resume = policy
+            .as_ref()
+            .map(|p| p.resume.clone())
+            .unwrap_or_default();
+        let shared = Arc::new(Shared::new(
+            resume.clone(),
+            policy.as_ref().map(|_| pipeline.handle()),
+        ));
+        let consumer: BaseConsumer<Ctx> = client_config(settings)
+            .create_with_context(Ctx {
+                shared: shared.clone(),
+            })
+            .context("creating the Kafka consumer")?;
+        let topics: Vec<&str> = settings.topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&topics)
+            .with_context(|| format!("subscribing to {topics:?}"))?;
+        let dlq = DeadLetterTopic::open(settings)?;
+        tracing::info!(brokers = %settings.brokers, topics = ?settings.topics, group = %settings.group_id, "consuming");
+        let src = Source {
+            state,
+            dead,
+            pipeline,
+            shared,
+            dlq,
+            decoder: Decoder::default(),
+            resume: Resume::new(&resume),
+            batch: Batch::default(),
+            paused: false,
+            full_since: None,
+            every: policy.as_ref().map(|p| p.every),
+            pending_commit: None,
+            last_ckpt: Instant::now(),
+            dirty: false,
+            total: 0,
+        };
+        Ok((src, consumer))
+    }
+
+    /// A short stall (a checkpoint, a Parquet roll, a slow batch) is waited
+    /// out without polling: librdkafka keeps its prefetched messages, and
+    /// its bounded queue stops the fetcher when full.
+    fn wait_out_stall(&mut self, full: bool) -> bool {
+        if !full {
+            self.full_since = None;
+            return false;
+        }
+        !self.paused && self.full_since.get_or_insert_with(Instant::now).elapsed() < PAUSE_AFTER
+    }
+
+    /// Pauses the assignment while the pipeline stays full, resumes it when
+    /// there is room (and re-reads it after a revoke).
+    fn apply_backpressure(
+        &mut self,
+        consumer: &BaseConsumer<Ctx>,
+        full: bool,
+    ) -> anyhow::Result<()> {
+        if full != self.paused || self.shared.revoked.swap(false, Ordering::Relaxed) {
+            let assignment = consumer.assignment().context("reading the assignment")?;
+            if full {
+                consumer.pause(&assignment).context("pausing partitions")?;
+                self.state.metrics.paused("backpressure");
+            } else {
+                consumer
+                    .resume(&assignment)
+                    .context("resuming partitions")?;
+            }
+            self.paused = full;
+        }
+        Ok(())
+    }
+
+    /// Applies what the rebalance callbacks asked during the poll.
+    fn after_rebalance(&mut self) {
+        if self.shared.drop_batch.swap(false, Ordering::Relaxed) {
+            self.batch.drop_all();
+        }
+        if let Ok(mut r) = self.shared.reseek.lock() {
+            self.resume.reseek(std::mem::take(&mut *r));
+        }
+    }
+
+    /// One message into the batch. False when it was skipped or sought
+    /// past (the rest of this round is skipped too).
+    fn take(
+        &mut self,
+        consumer: &BaseConsumer<Ctx>,
+        m: &BorrowedMessage<'_>,
+    ) -> anyhow::Result<bool> {
+        let key = (m.topic().to_owned(), m.partition());
+        match self.resume.step(&key, m.offset()) {
+            Step::Skip => return Ok(false),
+            Step::Seek(want) => {
+                tracing::info!(topic = %key.0, partition = key.1, from = m.offset(), to = want, "seeking to the checkpoint's offset");
+                consumer
+                    .seek(&key.0, key.1, Offset::Offset(want), Duration::from_secs(10))
+                    .context("seeking to the checkpoint offset")?;
+                return Ok(false);
+            }
+            Step::Take => {}
+        }
+        let rec = Record {
+            topic: m.topic(),
+            partition: m.partition(),
+            offset: m.offset(),
+            key: m.key(),
+            payload: m.payload().unwrap_or_default(),
+            timestamp_ms: m.timestamp().to_millis(),
+        };
+        let samples = decode_record(
+            &mut self.decoder,
+            &rec,
+            self.state,
+            self.dead,
+            self.dlq.as_ref(),
+        );
+        self.batch
+            .add(key, m.offset() + 1, rec.timestamp_ms, samples);
+        Ok(true)
+    }
+
+    /// Sends the batch when due (or when a checkpoint is due, so that it
+    /// covers every offset read) and asks for a checkpoint when due.
+    fn hand_over(&mut self) -> anyhow::Result<()> {
+        let ckpt_due = self.every.is_some_and(|e| self.last_ckpt.elapsed() >= e)
+            && self.pending_commit.is_none();
+        if (self.batch.due() && !self.paused) || (ckpt_due && !self.batch.offsets.is_empty()) {
+            let b = self.batch.take_samples();
+            self.total += b.len() as u64;
+            self.state
+                .metrics
+                .samples_in
+                .fetch_add(b.len() as u64, Ordering::Relaxed);
+            // The horizon from before this batch: every partition's samples
+            // up to it are already in the shards. Including the batch would
+            // let silence be judged at its end while its own samples (the
+            // host peers that show a GPU is lost, not its host) are still
+            // unprocessed.
+            let horizon = self.shared.horizon();
+            if let Ok(mut sent) = self.shared.sent.lock() {
+                sent.append(&mut self.batch.offsets);
+            }
+            if let Ok(mut et) = self.shared.event_time.lock() {
+                let now = Instant::now();
+                for (k, t) in std::mem::take(&mut self.batch.times) {
+                    let e = et.entry(k).or_insert((i64::MIN, now));
+                    *e = (e.0.max(t), now);
+                }
+            }
+            self.pipeline
+                .send_from(b, self.batch.origin.take(), horizon)?;
+            self.batch.offsets.clear();
+            self.dirty = true;
+        }
+        if ckpt_due && self.dirty {
+            self.dirty = false;
+            self.last_ckpt = Instant::now();
+            if let Some(cp) = &self.shared.checkpointer {
+                let offsets = self.shared.sent_offsets();
+                self.pending_commit = Some(cp.request(offsets)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits the offsets of a checkpoint once it is on disk.
+    fn check_commit(&mut self, consumer: &BaseConsumer<Ctx>) -> anyhow::Result<()> {
+        let Some(rx) = &self.pending_commit else {
+            return Ok(());
+        };
+        match rx.try_recv() {
+            Ok(Ok(w)) => {
+                self.pending_commit = None;
+                if let Err(e) = commit(consumer, &w.offsets, CommitMode::Async) {
+                    tracing::warn!(error = %e, "committing offsets");
+                }
+            }
+            Ok(Err(e)) => {
+                self.pending_commit = None;
+                tracing::error!(error = %e, "checkpoint failed; offsets not committed");
+            }
+            Err(TryRecvError::Empty) => {}
+            Err(TryRecvError::Disconnected) => anyhow::bail!("the pipeline stopped"),
+        }
+        Ok(())
+    }
+
+    /// A clean stop hands over the batch, then checkpoints and commits
+    /// everything handed over.
+    fn stop(mut self, consumer: &BaseConsumer<Ctx>) -> anyhow::Result<u64> {
+        let shared = &self.shared;
+        if !self.batch.samples.is_empty() {
+            let b = self.batch.take_samples();
+            self.total += b.len() as u64;
+            self.pipeline
+                .send_from(b, self.batch.origin, shared.horizon())?;
+            if let Ok(mut sent) = shared.sent.lock() {
+                sent.append(&mut self.batch.offsets);
+            }
+        }
+        if let Some(cp) = &shared.checkpointer {
+            let offsets = shared.sent_offsets();
+            let w = cp.checkpoint_now(offsets)?;
+            if final_commit(consumer, shared, &w.offsets, FINAL_COMMIT_WAIT) {
+                tracing::info!(
+                    seq = w.seq,
+                    "final checkpoint written and offsets committed"
+                );
+            } else {
+                // The checkpoint holds the offsets and a restart seeks to
+                // them, so nothing is lost or read twice beyond re-sends.
+                tracing::warn!(
+                    seq = w.seq,
+                    wait_s = FINAL_COMMIT_WAIT.as_secs(),
+                    "final checkpoint written; the broker did not confirm the offset commit in time (unreachable?): a restart resumes from the checkpoint"
+                );
+            }
+        }
+        self.dead.flush();
+        Ok(self.total)
+    }
+}
