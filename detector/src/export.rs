@@ -60,7 +60,7 @@ impl ShardExports {
         Ok(ShardExports {
             features,
             scores,
-            model_version: crate::reload::BUILTIN_VERSION.into(),
+            model_version: crate::state::BUILTIN_VERSION.into(),
             errors: 0,
         })
     }

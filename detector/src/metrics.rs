@@ -1,12 +1,17 @@
-//! Prometheus metrics, rendered by hand in the text exposition format.
-//! Metric names are constants here, not ad-hoc strings at call sites.
+//! Prometheus metrics. The hot path bumps plain atomics and small maps
+//! (no registry lookups per sample); a scrape copies them into a fresh
+//! `prometheus` registry, whose text encoder (exposition format 0.0.4)
+//! writes the page and escapes label values. Metric names are constants
+//! here, not ad-hoc strings at call sites; other programs scrape them, so
+//! names, types, labels and help texts do not change.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use alerts::AlertEvent;
+use prometheus::core::Collector;
+use prometheus::{HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 pub const SAMPLES_IN: &str = "forewarn_samples_ingested_total";
 pub const DECODE_ERRORS: &str = "forewarn_decode_errors_total";
@@ -33,58 +38,33 @@ const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// A fixed-bucket histogram.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    counts: [AtomicU64; BUCKETS.len() + 1],
-    sum_us: AtomicU64,
-}
+/// A latency histogram with the fixed [`BUCKETS`].
+#[derive(Clone)]
+pub struct Histogram(prometheus::Histogram);
 
 impl Histogram {
+    fn new(name: &str, help: &str) -> Self {
+        let opts = HistogramOpts::new(name, help).buckets(BUCKETS.to_vec());
+        // Only fails on an invalid name or buckets, both constants here.
+        let h = prometheus::Histogram::with_opts(opts)
+            .unwrap_or_else(|e| panic!("histogram {name}: {e}"));
+        Histogram(h)
+    }
+
     pub fn observe(&self, seconds: f64) {
-        let i = BUCKETS
-            .iter()
-            .position(|b| seconds <= *b)
-            .unwrap_or(BUCKETS.len());
-        self.counts[i].fetch_add(1, Relaxed);
-        self.sum_us.fetch_add((seconds * 1e6) as u64, Relaxed);
-    }
-
-    /// The upper bound of the bucket holding quantile `q` (None if empty).
-    pub fn quantile_bound(&self, q: f64) -> Option<f64> {
-        let counts: Vec<u64> = self.counts.iter().map(|c| c.load(Relaxed)).collect();
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        let want = (q * total as f64).ceil() as u64;
-        let mut cum = 0;
-        for (i, c) in counts.iter().enumerate() {
-            cum += c;
-            if cum >= want {
-                return Some(BUCKETS.get(i).copied().unwrap_or(f64::INFINITY));
-            }
-        }
-        Some(f64::INFINITY)
-    }
-
-    fn render(&self, s: &mut String, name: &str, help: &str) {
-        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cum = 0;
-        for (i, b) in BUCKETS.iter().enumerate() {
-            cum += self.counts[i].load(Relaxed);
-            let _ = writeln!(s, "{name}_bucket{{le=\"{b}\"}} {cum}");
-        }
-        cum += self.counts[BUCKETS.len()].load(Relaxed);
-        let _ = writeln!(
-            s,
-            "{name}_bucket{{le=\"+Inf\"}} {cum}\n{name}_sum {}\n{name}_count {cum}",
-            self.sum_us.load(Relaxed) as f64 / 1e6
-        );
+        self.0.observe(seconds);
     }
 }
 
-#[derive(Debug, Default)]
+impl std::fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Histogram")
+            .field("count", &self.0.get_sample_count())
+            .finish()
+    }
+}
+
+#[derive(Debug)]
 pub struct Metrics {
     pub samples_in: AtomicU64,
     pub assessments: AtomicU64,
@@ -103,10 +83,124 @@ pub struct Metrics {
     pub checkpoint_latency: Histogram,
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            samples_in: AtomicU64::new(0),
+            assessments: AtomicU64::new(0),
+            gpus: AtomicU64::new(0),
+            decode_errors: Mutex::default(),
+            rejected: Mutex::default(),
+            pauses: Mutex::default(),
+            alert_events: Mutex::default(),
+            lag: Mutex::default(),
+            shard_latency: Histogram::new(SHARD_LATENCY, "Time a shard spends on one batch."),
+            decision_latency: Histogram::new(
+                DECISION_LATENCY,
+                "Kafka message timestamp to alert decision, per batch (oldest message).",
+            ),
+            checkpoints: AtomicU64::new(0),
+            checkpoint_bytes: AtomicU64::new(0),
+            checkpoint_latency: Histogram::new(
+                CHECKPOINT_SECONDS,
+                "Time to encode and write a checkpoint.",
+            ),
+        }
+    }
+}
+
 fn bump(m: &Mutex<BTreeMap<&'static str, u64>>, reason: &'static str, n: u64) {
     if let Ok(mut m) = m.lock() {
         *m.entry(reason).or_default() += n;
     }
+}
+
+/// One scrape's registry. Registration only fails on a clash of names or
+/// an invalid one, i.e. a bug in this file: logged, and the metric left
+/// out rather than failing the scrape.
+struct Page(Registry);
+
+impl Page {
+    fn add(&self, c: impl Collector + 'static) {
+        if let Err(e) = self.0.register(Box::new(c)) {
+            tracing::error!(error = %e, "metric not registered");
+        }
+    }
+
+    fn counter(&self, name: &str, help: &str, v: u64) {
+        if let Ok(c) = IntCounter::new(name, help) {
+            c.inc_by(v);
+            self.add(c);
+        }
+    }
+
+    fn gauge(&self, name: &str, help: &str, v: i64) {
+        if let Ok(g) = IntGauge::new(name, help) {
+            g.set(v);
+            self.add(g);
+        }
+    }
+
+    /// A counter family with one label, from `(label value, count)` rows.
+    fn counters<'a>(
+        &self,
+        name: &str,
+        help: &str,
+        label: &str,
+        rows: impl IntoIterator<Item = (&'a str, u64)>,
+    ) {
+        if let Ok(c) = IntCounterVec::new(Opts::new(name, help), &[label]) {
+            for (value, n) in rows {
+                c.with_label_values(&[value]).inc_by(n);
+            }
+            self.add(c);
+        }
+    }
+
+    /// A gauge family with one label.
+    fn gauges<'a>(
+        &self,
+        name: &str,
+        help: &str,
+        label: &str,
+        rows: impl IntoIterator<Item = (&'a str, i64)>,
+    ) {
+        if let Ok(g) = IntGaugeVec::new(Opts::new(name, help), &[label]) {
+            for (value, n) in rows {
+                g.with_label_values(&[value]).set(n);
+            }
+            self.add(g);
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut s = String::new();
+        if let Err(e) = prometheus::TextEncoder::new().encode_utf8(&self.0.gather(), &mut s) {
+            tracing::error!(error = %e, "encoding metrics");
+        }
+        s
+    }
+}
+
+fn rows(m: &Mutex<BTreeMap<&'static str, u64>>) -> Vec<(&'static str, u64)> {
+    m.lock()
+        .map(|m| m.iter().map(|(k, v)| (*k, *v)).collect())
+        .unwrap_or_default()
+}
+
+/// The model fields `/metrics` shows.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelInfo<'a> {
+    pub version: &'a str,
+    pub reloads: u64,
+    pub refused: u64,
+}
+
+/// The alert outbox's per-receiver delivery counters.
+#[derive(Debug, Clone, Copy)]
+pub struct SinkInfo<'a> {
+    pub outbox: &'a alerts::Outbox,
+    pub receivers: &'a [String],
 }
 
 impl Metrics {
@@ -121,13 +215,6 @@ impl Metrics {
     /// The Kafka source paused partitions (`reason`: why).
     pub fn paused(&self, reason: &'static str) {
         bump(&self.pauses, reason, 1);
-    }
-
-    pub fn decode_errors_total(&self) -> u64 {
-        self.decode_errors
-            .lock()
-            .map(|m| m.values().sum())
-            .unwrap_or(0)
     }
 
     pub fn alert_event(&self, e: &AlertEvent) {
@@ -149,146 +236,132 @@ impl Metrics {
         }
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self, model: &crate::reload::ModelStatus) -> String {
-        let mut s = String::new();
-        let counter = |s: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-        };
-        counter(
-            &mut s,
+    /// The Prometheus text exposition (format 0.0.4).
+    pub fn render(&self, model: ModelInfo<'_>, sinks: Option<SinkInfo<'_>>) -> String {
+        let p = Page(Registry::new());
+        p.counter(
             SAMPLES_IN,
             "Telemetry samples decoded and handed to the pipeline.",
             self.samples_in.load(Relaxed),
         );
-        counter(
-            &mut s,
+        p.counter(
             ASSESSMENTS,
             "GPU assessments produced by the models.",
             self.assessments.load(Relaxed),
         );
-        let _ = writeln!(
-            s,
-            "# HELP {GPUS} GPUs known to the pipeline.\n# TYPE {GPUS} gauge\n{GPUS} {}",
-            self.gpus.load(Relaxed)
+        p.gauge(
+            GPUS,
+            "GPUs known to the pipeline.",
+            gauge(self.gpus.load(Relaxed)),
         );
-        for (name, help, map) in [
-            (
-                DECODE_ERRORS,
-                "Messages or records that could not be decoded, by reason.",
-                &self.decode_errors,
-            ),
-            (
-                REJECTED,
-                "Samples rejected by the feature stage, by reason.",
-                &self.rejected,
-            ),
-            (
-                SOURCE_PAUSES,
-                "Times the Kafka source paused its partitions, by reason (a pause drops librdkafka's prefetched messages, which are fetched again on resume).",
-                &self.pauses,
-            ),
-        ] {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
-            if let Ok(m) = map.lock() {
-                for (reason, v) in m.iter() {
-                    let _ = writeln!(s, "{name}{{reason=\"{reason}\"}} {v}");
+        p.counters(
+            DECODE_ERRORS,
+            "Messages or records that could not be decoded, by reason.",
+            "reason",
+            rows(&self.decode_errors),
+        );
+        p.counters(
+            REJECTED,
+            "Samples rejected by the feature stage, by reason.",
+            "reason",
+            rows(&self.rejected),
+        );
+        p.counters(
+            SOURCE_PAUSES,
+            "Times the Kafka source paused its partitions, by reason (a pause drops librdkafka's prefetched messages, which are fetched again on resume).",
+            "reason",
+            rows(&self.pauses),
+        );
+        if let Ok(c) = IntCounterVec::new(
+            Opts::new(ALERT_EVENTS, "Alert state changes, by severity and status."),
+            &["severity", "status"],
+        ) {
+            if let Ok(m) = self.alert_events.lock() {
+                for ((sev, status), v) in m.iter() {
+                    c.with_label_values(&[*sev, *status]).inc_by(*v);
                 }
             }
+            p.add(c);
         }
-        let _ = writeln!(
-            s,
-            "# HELP {ALERT_EVENTS} Alert state changes, by severity and status.\n# TYPE {ALERT_EVENTS} counter"
-        );
-        if let Ok(m) = self.alert_events.lock() {
-            for ((sev, status), v) in m.iter() {
-                let _ = writeln!(
-                    s,
-                    "{ALERT_EVENTS}{{severity=\"{sev}\",status=\"{status}\"}} {v}"
-                );
-            }
-        }
-        let _ = writeln!(
-            s,
-            "# HELP {LAG} Consumer lag in messages, by topic-partition.\n# TYPE {LAG} gauge"
-        );
         if let Ok(m) = self.lag.lock() {
-            for (p, v) in m.iter() {
-                let _ = writeln!(s, "{LAG}{{partition=\"{p}\"}} {v}");
-            }
+            p.gauges(
+                LAG,
+                "Consumer lag in messages, by topic-partition.",
+                "partition",
+                m.iter().map(|(k, v)| (k.as_str(), *v)),
+            );
         }
-        self.shard_latency
-            .render(&mut s, SHARD_LATENCY, "Time a shard spends on one batch.");
-        self.decision_latency.render(
-            &mut s,
-            DECISION_LATENCY,
-            "Kafka message timestamp to alert decision, per batch (oldest message).",
-        );
-        self.checkpoint_latency.render(
-            &mut s,
-            CHECKPOINT_SECONDS,
-            "Time to encode and write a checkpoint.",
-        );
-        counter(
-            &mut s,
+        p.add(self.shard_latency.0.clone());
+        p.add(self.decision_latency.0.clone());
+        p.add(self.checkpoint_latency.0.clone());
+        p.counter(
             CHECKPOINTS,
             "Checkpoints written.",
             self.checkpoints.load(Relaxed),
         );
-        let _ = writeln!(
-            s,
-            "# HELP {CHECKPOINT_BYTES} Size of the newest checkpoint.\n# TYPE {CHECKPOINT_BYTES} gauge\n{CHECKPOINT_BYTES} {}",
-            self.checkpoint_bytes.load(Relaxed)
+        p.gauge(
+            CHECKPOINT_BYTES,
+            "Size of the newest checkpoint.",
+            gauge(self.checkpoint_bytes.load(Relaxed)),
         );
-        let _ = writeln!(
-            s,
-            "# HELP {MODEL_VERSION} Loaded model versions.\n# TYPE {MODEL_VERSION} gauge\n{MODEL_VERSION}{{version=\"{}\"}} 1",
-            model.version
+        p.gauges(
+            MODEL_VERSION,
+            "Loaded model versions.",
+            "version",
+            [(model.version, 1)],
         );
-        let _ = writeln!(
-            s,
-            "# HELP {MODEL_RELOADS} Failure-model reloads, by result.\n# TYPE {MODEL_RELOADS} counter\n{MODEL_RELOADS}{{result=\"loaded\"}} {}\n{MODEL_RELOADS}{{result=\"refused\"}} {}",
-            model.reloads, model.refused
+        p.counters(
+            MODEL_RELOADS,
+            "Failure-model reloads, by result.",
+            "result",
+            [("loaded", model.reloads), ("refused", model.refused)],
         );
-        s
+        if let Some(s) = sinks {
+            render_sinks(&p, s);
+        }
+        p.text()
     }
 }
 
+fn gauge(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
 /// Per-receiver delivery counters of the alert outbox.
-pub fn render_sinks(s: &mut String, outbox: &alerts::Outbox, receivers: &[String]) {
-    let rows: [(&str, &str, &str); 4] = [
-        (
-            SINK_DELIVERED,
-            "counter",
-            "Notifications a receiver accepted.",
-        ),
-        (
-            SINK_RETRIES,
-            "counter",
-            "Failed delivery attempts (retried).",
-        ),
-        (
-            SINK_DEAD,
-            "counter",
-            "Notifications given up on (dead-lettered).",
-        ),
-        (
-            SINK_PENDING,
-            "gauge",
-            "Notifications waiting in the outbox.",
-        ),
-    ];
-    for (name, kind, help) in rows {
-        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for r in receivers {
-            let v = match (name, outbox.stats(r)) {
-                (SINK_PENDING, _) => outbox.pending(r) as u64,
-                (SINK_DELIVERED, Some(st)) => st.delivered.load(Relaxed),
-                (SINK_RETRIES, Some(st)) => st.retries.load(Relaxed),
-                (SINK_DEAD, Some(st)) => st.dead_lettered.load(Relaxed),
-                _ => 0,
-            };
-            let _ = writeln!(s, "{name}{{receiver=\"{r}\"}} {v}");
-        }
-    }
+fn render_sinks(p: &Page, s: SinkInfo<'_>) {
+    let stat = |r: &String, f: fn(&alerts::outbox::DeliveryStats) -> &AtomicU64| {
+        s.outbox.stats(r).map_or(0, |st| f(st).load(Relaxed))
+    };
+    let each = |f: fn(&alerts::outbox::DeliveryStats) -> &AtomicU64| {
+        s.receivers
+            .iter()
+            .map(move |r| (r.as_str(), stat(r, f)))
+            .collect::<Vec<_>>()
+    };
+    p.counters(
+        SINK_DELIVERED,
+        "Notifications a receiver accepted.",
+        "receiver",
+        each(|st| &st.delivered),
+    );
+    p.counters(
+        SINK_RETRIES,
+        "Failed delivery attempts (retried).",
+        "receiver",
+        each(|st| &st.retries),
+    );
+    p.counters(
+        SINK_DEAD,
+        "Notifications given up on (dead-lettered).",
+        "receiver",
+        each(|st| &st.dead_lettered),
+    );
+    p.gauges(
+        SINK_PENDING,
+        "Notifications waiting in the outbox.",
+        "receiver",
+        s.receivers
+            .iter()
+            .map(|r| (r.as_str(), gauge(s.outbox.pending(r) as u64))),
+    );
 }

@@ -12,12 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use models::failure::{FailureModel, FailureModelError};
-use serde::Serialize;
 
-use crate::state::State;
-
-/// The version of the rules and forest, which ship with the binary.
-pub const BUILTIN_VERSION: &str = concat!("rules+rcf-", env!("CARGO_PKG_VERSION"));
+use crate::state::SharedState;
+pub use crate::state::{BUILTIN_VERSION, ModelStatus};
 
 /// The model version reported on `/metrics`, `/v1/fleet` and in exports.
 pub fn version_of(model: Option<&FailureModel>) -> String {
@@ -27,37 +24,30 @@ pub fn version_of(model: Option<&FailureModel>) -> String {
     }
 }
 
-/// What `GET /v1/models` shows.
-#[derive(Debug, Clone, Serialize)]
-pub struct ModelStatus {
-    pub version: String,
-    /// The artifact in use (none: rules, trends and the forest only).
-    pub path: Option<PathBuf>,
-    pub trained: Option<String>,
-    pub horizon_h: Option<f64>,
-    pub feature_schema_version: Option<u32>,
-    /// Wall time (epoch ms) of the last successful load.
-    pub loaded_at_ms: Option<i64>,
-    pub reloads: u64,
-    pub refused: u64,
-    /// Why the newest refused artifact was refused.
-    pub last_error: Option<String>,
+/// Loads the artifact at `path`, if any, for the pipeline (`serve`,
+/// `backtest`, `evaluate`).
+pub fn load_model(path: Option<&Path>) -> anyhow::Result<Option<Arc<FailureModel>>> {
+    use anyhow::Context as _;
+    let Some(path) = path else { return Ok(None) };
+    let m = FailureModel::load(path)
+        .with_context(|| format!("loading the failure model {}", path.display()))?;
+    tracing::info!(
+        model = %path.display(),
+        trained = %m.meta.created,
+        horizon_h = m.meta.horizon_h,
+        threshold = m.threshold,
+        "failure model loaded"
+    );
+    Ok(Some(Arc::new(m)))
 }
 
-impl ModelStatus {
-    pub fn builtin() -> Self {
-        ModelStatus {
-            version: BUILTIN_VERSION.to_owned(),
-            path: None,
-            trained: None,
-            horizon_h: None,
-            feature_schema_version: None,
-            loaded_at_ms: None,
-            reloads: 0,
-            refused: 0,
-            last_error: None,
-        }
-    }
+/// Where a reloaded model goes: the running pipeline's shards (implemented
+/// by `pipeline::PipelineHandle`; a trait so that reloads need not know the
+/// pipeline, which itself reports [`version_of`]).
+pub trait ModelTarget {
+    /// Hands `model` to every shard, in order with the data; `false` when
+    /// the pipeline has stopped.
+    fn swap_model(&self, model: Arc<FailureModel>) -> bool;
 }
 
 /// Why a reload did not happen.
@@ -155,14 +145,14 @@ impl ModelSlot {
 
     /// The model to start with (none configured: `Ok(None)`). A model that
     /// does not load stops the start: the operator asked for it.
-    pub fn initial(&self, state: &State) -> anyhow::Result<Option<Arc<FailureModel>>> {
+    pub fn initial(&self, state: &SharedState) -> anyhow::Result<Option<Arc<FailureModel>>> {
         let path = match self.candidate() {
             Ok(p) => p,
             Err(ReloadError::NoSource | ReloadError::EmptyDir(_)) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
         let st = stamp(&path);
-        let m = crate::commands::train::load_model(Some(&path))?;
+        let m = load_model(Some(&path))?;
         if let (Some(m), Some(st)) = (&m, st) {
             self.remember(&path, st);
             state.set_model_status(|s| loaded(s, &path, m));
@@ -177,7 +167,11 @@ impl ModelSlot {
     }
 
     /// Loads the candidate artifact and hands it to the pipeline.
-    pub fn reload(&self, state: &State) -> Result<ModelStatus, ReloadError> {
+    pub fn reload(
+        &self,
+        state: &SharedState,
+        target: &dyn ModelTarget,
+    ) -> Result<ModelStatus, ReloadError> {
         let path = self.candidate()?;
         if let Some(st) = stamp(&path) {
             self.remember(&path, st);
@@ -185,11 +179,10 @@ impl ModelSlot {
         let result = FailureModel::load(&path)
             .map_err(ReloadError::from)
             .and_then(|m| {
-                let handle = state.pipeline.get().ok_or(ReloadError::NotRunning)?;
                 let m = Arc::new(m);
-                handle
-                    .set_model(Some(m.clone()))
-                    .map_err(|_| ReloadError::NotRunning)?;
+                if !target.swap_model(m.clone()) {
+                    return Err(ReloadError::NotRunning);
+                }
                 Ok(m)
             });
         match result {
@@ -213,7 +206,7 @@ impl ModelSlot {
 
     /// One watch tick: reloads when the directory's newest artifact is not
     /// the one tried last (new, replaced or rewritten).
-    pub fn poll(&self, state: &State) {
+    pub fn poll(&self, state: &SharedState, target: &dyn ModelTarget) {
         let Some(dir) = &self.dir else { return };
         let Ok(Some(path)) = newest_in(dir) else {
             return;
@@ -225,7 +218,7 @@ impl ModelSlot {
             .map(|t| t.as_ref().is_some_and(|(p, s)| *p == path && *s == st))
             .unwrap_or(true);
         if !same {
-            let _ = self.reload(state);
+            let _ = self.reload(state, target);
         }
     }
 
@@ -291,7 +284,7 @@ mod tests {
             None,
         )
         .expect("start");
-        let _ = state.pipeline.set(p.handle());
+        let h = p.handle();
         let mut sim = datasets::simulator::Simulator::new(datasets::simulator::SimConfig {
             gpus: 16,
             hours: 1.0,
@@ -311,7 +304,7 @@ mod tests {
         let good = dir.join("a.fwm");
         model("2026-11-30T01:00:00Z").save(&good).expect("save");
         touch(&good, 1_000);
-        slot.poll(&state);
+        slot.poll(&state, &h);
         let s = state.model.read().expect("lock").clone();
         assert_eq!(s.reloads, 1, "{s:?}");
         assert!(state.model_version().ends_with("gbdt-2026-11-30T01:00:00Z"));
@@ -325,8 +318,8 @@ mod tests {
         v["feature_schema_version"] = serde_json::json!(9_999);
         std::fs::write(&bad, v.to_string()).expect("write");
         touch(&bad, 2_000);
-        slot.poll(&state);
-        slot.poll(&state);
+        slot.poll(&state, &h);
+        slot.poll(&state, &h);
         let s = state.model.read().expect("lock").clone();
         assert_eq!((s.reloads, s.refused), (1, 1), "{s:?}");
         assert!(
@@ -335,7 +328,7 @@ mod tests {
         );
         assert!(state.model_version().ends_with("gbdt-2026-11-30T01:00:00Z"));
         // An explicit reload says why, too.
-        let e = slot.reload(&state).expect_err("refused");
+        let e = slot.reload(&state, &h).expect_err("refused");
         assert!(matches!(e, ReloadError::Refused(_)), "{e}");
 
         // The shards kept their rounds aligned through the swaps.

@@ -1,18 +1,61 @@
-//! The state REST reads: the risk table ([`RiskTable`]: latest assessment
-//! and a short risk history per GPU) and the alert view (active alerts and
-//! recent events). Written by the alert stage once per shard batch under
-//! short write locks; never held across `.await`; lookups never wait on
-//! scoring.
+//! The state the pipeline publishes and REST reads: the risk table
+//! ([`RiskTable`]: latest assessment and a short risk history per GPU), the
+//! alert view (active alerts and recent events), the metrics, the silences
+//! and the model status. Written by the alert stage once per shard batch
+//! under short write locks; never held across `.await`; lookups never wait
+//! on scoring.
+//!
+//! This module is the bottom of the service: it holds plain data and knows
+//! nothing of the pipeline, reloads or the API, which all depend on it (the
+//! API's own handles live in `api::AppState`, built by `serve`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
 
 use crate::assess::Assessment;
 use crate::metrics::Metrics;
 pub use crate::risk_table::{GpuView, RiskTable};
 use alerts::{AlertEvent, Status};
+use serde::Serialize;
+
+/// The version of the rules and forest, which ship with the binary.
+pub const BUILTIN_VERSION: &str = concat!("rules+rcf-", env!("CARGO_PKG_VERSION"));
+
+/// What `GET /v1/models` shows: the failure model in use and its reload
+/// history (kept up to date by `crate::reload`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelStatus {
+    pub version: String,
+    /// The artifact in use (none: rules, trends and the forest only).
+    pub path: Option<PathBuf>,
+    pub trained: Option<String>,
+    pub horizon_h: Option<f64>,
+    pub feature_schema_version: Option<u32>,
+    /// Wall time (epoch ms) of the last successful load.
+    pub loaded_at_ms: Option<i64>,
+    pub reloads: u64,
+    pub refused: u64,
+    /// Why the newest refused artifact was refused.
+    pub last_error: Option<String>,
+}
+
+impl ModelStatus {
+    pub fn builtin() -> Self {
+        ModelStatus {
+            version: BUILTIN_VERSION.to_owned(),
+            path: None,
+            trained: None,
+            horizon_h: None,
+            feature_schema_version: None,
+            loaded_at_ms: None,
+            reloads: 0,
+            refused: 0,
+            last_error: None,
+        }
+    }
+}
 
 /// Recent alert events kept for `GET /v1/alerts`.
 const RECENT_EVENTS: usize = 2_000;
@@ -86,47 +129,21 @@ pub struct SharedState {
     pub ready: AtomicBool,
     /// Silences known to the alert engine (published on every change).
     pub silences: RwLock<Vec<alerts::Silence>>,
-    /// Commands into the running pipeline (set once it starts).
-    pub pipeline: OnceLock<crate::pipeline::PipelineHandle>,
-    /// Settings of the changing endpoints.
-    pub admin: Admin,
-    /// The alert outbox and its receivers, for delivery metrics.
-    pub outbox: OnceLock<(Arc<alerts::Outbox>, Vec<String>)>,
     /// The failure model in use and its reload history.
-    pub model: RwLock<crate::reload::ModelStatus>,
-    /// Where reloads come from (set once the service starts).
-    pub models: OnceLock<Arc<crate::reload::ModelSlot>>,
-}
-
-/// Settings of the endpoints that change things (silences, labels, model
-/// reloads): they need the bearer token; with no token configured they are
-/// refused.
-#[derive(Debug, Default)]
-pub struct Admin {
-    pub token: Option<String>,
-    /// Operator labels (`POST /v1/labels`) are appended here (contract CSV).
-    pub labels_file: Option<PathBuf>,
+    pub model: RwLock<ModelStatus>,
 }
 
 pub type State = Arc<SharedState>;
 
 impl SharedState {
     pub fn new() -> State {
-        Self::with_admin(Admin::default())
-    }
-
-    pub fn with_admin(admin: Admin) -> State {
         Arc::new(SharedState {
             gpus: RiskTable::default(),
             alerts: RwLock::new(AlertView::default()),
             metrics: Metrics::default(),
             ready: AtomicBool::new(false),
             silences: RwLock::new(Vec::new()),
-            pipeline: OnceLock::new(),
-            admin,
-            outbox: OnceLock::new(),
-            model: RwLock::new(crate::reload::ModelStatus::builtin()),
-            models: OnceLock::new(),
+            model: RwLock::new(ModelStatus::builtin()),
         })
     }
 
@@ -166,16 +183,13 @@ impl SharedState {
     }
 
     /// Changes the published model status; returns the new one.
-    pub fn set_model_status(
-        &self,
-        f: impl FnOnce(&mut crate::reload::ModelStatus),
-    ) -> crate::reload::ModelStatus {
+    pub fn set_model_status(&self, f: impl FnOnce(&mut ModelStatus)) -> ModelStatus {
         match self.model.write() {
             Ok(mut s) => {
                 f(&mut s);
                 s.clone()
             }
-            Err(_) => crate::reload::ModelStatus::builtin(),
+            Err(_) => ModelStatus::builtin(),
         }
     }
 
@@ -184,7 +198,15 @@ impl SharedState {
         self.model
             .read()
             .map(|s| s.version.clone())
-            .unwrap_or_else(|_| crate::reload::BUILTIN_VERSION.to_owned())
+            .unwrap_or_else(|_| BUILTIN_VERSION.to_owned())
+    }
+
+    /// A copy of the model status (the built-in one if the lock is poisoned).
+    pub fn model_status(&self) -> ModelStatus {
+        self.model
+            .read()
+            .map(|m| m.clone())
+            .unwrap_or_else(|_| ModelStatus::builtin())
     }
 
     pub fn set_ready(&self, ready: bool) {

@@ -20,12 +20,14 @@ use axum::extract::{Path, State as AxState};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+use utoipa::ToSchema;
 
-use super::ApiError;
-use crate::pipeline::Command;
-use crate::state::State;
+use super::app_state::AppState;
+use super::error::ApiError;
+use crate::pipeline::{Command, ControlError};
 
-fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
+fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(want) = state.admin.token.as_deref().filter(|t| !t.is_empty()) else {
         return Err(ApiError::Forbidden(
             "changes are disabled: no API token is configured (set the variable api.token_env names)"
@@ -37,33 +39,33 @@ fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or_else(|| ApiError::Unauthorized("missing Authorization: Bearer <token>".into()))?;
-    // Compare every byte: no early exit that times the prefix.
-    let same = got.len() == want.len()
-        && got
-            .bytes()
-            .zip(want.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    if same {
+    // Constant time in the bytes compared: no early exit that times the
+    // prefix (the length is not secret).
+    if bool::from(got.as_bytes().ct_eq(want.as_bytes())) {
         Ok(())
     } else {
         Err(ApiError::Unauthorized("wrong token".into()))
     }
 }
 
-async fn command(state: &State, cmd: Command) -> Result<Value, ApiError> {
-    let Some(handle) = state.pipeline.get().cloned() else {
+async fn command(state: &AppState, cmd: Command) -> Result<Value, ApiError> {
+    let Some(handle) = state.pipeline.clone() else {
         return Err(ApiError::Unavailable("the pipeline is not running".into()));
     };
-    let answer = tokio::task::spawn_blocking(move || handle.control(cmd))
+    tokio::task::spawn_blocking(move || handle.control(cmd))
         .await
         .map_err(|e| ApiError::Internal(format!("control task: {e}")))?
-        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
-    answer.map_err(ApiError::NotFound)
+        .map_err(|e| match e {
+            ControlError::UnknownSilence(_) => ApiError::NotFound(e.to_string()),
+            ControlError::Stopped | ControlError::NoAnswer => ApiError::Unavailable(e.to_string()),
+            ControlError::Encode(_) => ApiError::Internal(e.to_string()),
+        })
 }
 
-/// `GET /v1/silences`.
-pub async fn list_silences(AxState(state): AxState<State>) -> Result<Json<Value>, ApiError> {
+/// `GET /v1/silences`: silences known to the alert engine (API-added and
+/// from the config), with whether each is active now.
+#[utoipa::path(get, path = "/v1/silences", responses((status = 200, description = "{total, items}")))]
+pub async fn list_silences(AxState(state): AxState<AppState>) -> Result<Json<Value>, ApiError> {
     let list = state
         .silences
         .read()
@@ -84,9 +86,17 @@ pub async fn list_silences(AxState(state): AxState<State>) -> Result<Json<Value>
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// `POST /v1/silences`: Alertmanager's silence body.
+/// `POST /v1/silences`: adds a silence (Alertmanager's body: matchers,
+/// startsAt, endsAt, createdBy, comment). Token required.
+#[utoipa::path(post, path = "/v1/silences", request_body(content = Value, description = "Alertmanager's silence: {matchers: [{name, value, isRegex, isEqual}], startsAt, endsAt, createdBy, comment}", content_type = "application/json"), responses(
+    (status = 201, description = "the silence, with its id"),
+    (status = 400, description = "a bad field, named"),
+    (status = 401, description = "missing or wrong token"),
+    (status = 403, description = "no token configured"),
+    (status = 503, description = "the pipeline is not running"),
+), security(("bearer" = [])))]
 pub async fn add_silence(
-    AxState(state): AxState<State>,
+    AxState(state): AxState<AppState>,
     headers: HeaderMap,
     body: String,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -104,8 +114,15 @@ pub async fn add_silence(
 }
 
 /// `DELETE /v1/silences/{id}`: ends it now (it stays listed, expired).
+/// Token required.
+#[utoipa::path(delete, path = "/v1/silences/{id}", params(("id" = String, Path, description = "the silence's id")), responses(
+    (status = 200, description = "expired"),
+    (status = 401, description = "missing or wrong token"),
+    (status = 403, description = "no token configured"),
+    (status = 404, description = "no such silence"),
+), security(("bearer" = [])))]
 pub async fn expire_silence(
-    AxState(state): AxState<State>,
+    AxState(state): AxState<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
@@ -115,22 +132,32 @@ pub async fn expire_silence(
 }
 
 /// One operator label.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LabelBody {
     pub gpu: String,
     /// RFC 3339 or epoch ms; default now.
+    #[schema(value_type = Option<String>)]
     pub ts: Option<Value>,
     /// A failure kind (`hbm_ecc`, `thermal`, `sudden_death`, …, or a
     /// ticket's own) or `false_alarm`.
+    #[schema(pattern = "^[A-Za-z0-9_]+$")]
     pub kind: String,
     /// Free text (ticket id, who); logged, not stored in the CSV.
     pub comment: Option<String>,
 }
 
-/// `POST /v1/labels`: one label or an array of them.
+/// `POST /v1/labels`: records operator labels (a failure, repair ticket,
+/// or false_alarm) into the label store `forewarn train` reads; one label
+/// or an array of them. Token required.
+#[utoipa::path(post, path = "/v1/labels", request_body(content = Vec<LabelBody>, description = "one label, or an array of them", content_type = "application/json"), responses(
+    (status = 201, description = "{recorded: n}"),
+    (status = 400, description = "a bad field, named"),
+    (status = 401, description = "missing or wrong token"),
+    (status = 403, description = "no token configured"),
+), security(("bearer" = [])))]
 pub async fn add_labels(
-    AxState(state): AxState<State>,
+    AxState(state): AxState<AppState>,
     headers: HeaderMap,
     body: String,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -195,14 +222,16 @@ pub async fn add_labels(
     Ok((StatusCode::CREATED, Json(json!({ "recorded": n }))))
 }
 
-/// `GET /v1/models`: the model scoring now and its reload history.
-pub async fn model_status(AxState(state): AxState<State>) -> Result<Json<Value>, ApiError> {
+/// `GET /v1/models`: the failure model scoring now (version, artifact path,
+/// training time, feature schema) and its reload history.
+#[utoipa::path(get, path = "/v1/models", responses((status = 200, description = "model status", content_type = "application/json")))]
+pub async fn model_status(AxState(state): AxState<AppState>) -> Result<Json<Value>, ApiError> {
     let status = state
         .model
         .read()
         .map_err(|_| ApiError::Internal("model lock poisoned".into()))?
         .clone();
-    let watched = state.models.get().is_some_and(|m| m.watches());
+    let watched = state.models.as_ref().is_some_and(|m| m.watches());
     let mut v = serde_json::to_value(status).map_err(|e| ApiError::Internal(e.to_string()))?;
     if let Some(o) = v.as_object_mut() {
         o.insert("watching_dir".into(), json!(watched));
@@ -213,17 +242,25 @@ pub async fn model_status(AxState(state): AxState<State>) -> Result<Json<Value>,
 /// `POST /v1/models/reload`: loads the newest artifact of the models
 /// directory (else the configured file) and swaps it in; a refused one
 /// answers 422 with the reason, and the running model stays.
+#[utoipa::path(post, path = "/v1/models/reload", responses(
+    (status = 200, description = "the new model status"),
+    (status = 401, description = "missing or wrong token"),
+    (status = 403, description = "no token configured"),
+    (status = 404, description = "no model source configured, or an empty models directory"),
+    (status = 422, description = "refused: {error} says why (e.g. feature schema mismatch)"),
+    (status = 503, description = "the service is starting"),
+), security(("bearer" = [])))]
 pub async fn reload_model(
-    AxState(state): AxState<State>,
+    AxState(state): AxState<AppState>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     use crate::reload::ReloadError;
     authorize(&state, &headers)?;
-    let Some(slot) = state.models.get().cloned() else {
+    let (Some(slot), Some(handle)) = (state.models.clone(), state.pipeline.clone()) else {
         return Err(ApiError::Unavailable("the service is starting".into()));
     };
-    let st = state.clone();
-    let result = tokio::task::spawn_blocking(move || slot.reload(&st))
+    let st = state.shared.clone();
+    let result = tokio::task::spawn_blocking(move || slot.reload(&st, &handle))
         .await
         .map_err(|e| ApiError::Internal(format!("reload task: {e}")))?;
     match result {

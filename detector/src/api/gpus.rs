@@ -9,17 +9,21 @@ use axum::response::{IntoResponse, Response};
 use features::time::format_rfc3339_s;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::IntoParams;
 
-use super::ApiError;
+use super::app_state::AppState;
+use super::error::ApiError;
 use crate::assess::{HealthState, Kind};
-use crate::state::{GpuView, State};
+use crate::state::GpuView;
 
 /// Largest page of `GET /v1/gpus`.
 const MAX_LIMIT: usize = 10_000;
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    #[param(pattern = "^(healthy|watch|degraded|failing|silent)$")]
     state: Option<String>,
     cluster: Option<String>,
     rack: Option<String>,
@@ -27,7 +31,10 @@ pub struct ListQuery {
     job: Option<String>,
     model: Option<String>,
     /// `risk` (default, highest first) or `gpu`.
+    #[param(pattern = "^(risk|gpu)$")]
     sort: Option<String>,
+    /// Page size (default 100).
+    #[param(maximum = 10000)]
     limit: Option<usize>,
     offset: Option<usize>,
 }
@@ -65,8 +72,13 @@ fn summary(v: &GpuView) -> GpuSummary<'_> {
     }
 }
 
+/// GPUs, filtered and ranked.
+#[utoipa::path(get, path = "/v1/gpus", params(ListQuery), responses(
+    (status = 200, description = "{total, offset, limit, items: [{gpu, risk, state, kind, host, rack, cluster, job, model, last_seen, top_reason}]}"),
+    (status = 400, description = "bad parameter"),
+))]
 pub async fn list(
-    AxState(state): AxState<State>,
+    AxState(state): AxState<AppState>,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = q.limit.unwrap_or(100).min(MAX_LIMIT);
@@ -141,8 +153,14 @@ struct HistoryPoint {
     ts: String,
 }
 
+/// One GPU: risk, state, components, reasons, topology, active alerts,
+/// risk history.
+#[utoipa::path(get, path = "/v1/gpus/{uuid}", params(("uuid" = String, Path, description = "the GPU's UUID")), responses(
+    (status = 200, description = "the GPU"),
+    (status = 404, description = "unknown GPU"),
+))]
 pub async fn one(
-    AxState(state): AxState<State>,
+    AxState(state): AxState<AppState>,
     Path(uuid): Path<String>,
 ) -> Result<Response, ApiError> {
     let view = state
@@ -179,7 +197,9 @@ pub async fn one(
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
-pub async fn fleet(AxState(state): AxState<State>) -> Result<Json<Value>, ApiError> {
+/// Counts per state, per cluster and rack.
+#[utoipa::path(get, path = "/v1/fleet", responses((status = 200, description = "fleet counts")))]
+pub async fn fleet(AxState(state): AxState<AppState>) -> Result<Json<Value>, ApiError> {
     let gpus = state.gpus.views()?;
     let mut per_state: BTreeMap<&str, u64> = BTreeMap::new();
     let mut per_rack: BTreeMap<(String, String), BTreeMap<&str, u64>> = BTreeMap::new();
@@ -214,15 +234,20 @@ pub async fn fleet(AxState(state): AxState<State>) -> Result<Json<Value>, ApiErr
     ))
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct AlertQuery {
     /// `active` (default) or `recent`.
+    #[param(pattern = "^(active|recent)$")]
     view: Option<String>,
 }
 
+/// Active alerts (or the recent events with view=recent), in the alert
+/// contract's shape.
+#[utoipa::path(get, path = "/v1/alerts", params(AlertQuery), responses((status = 200, description = "{total, items}")))]
 pub async fn alerts(
-    AxState(state): AxState<State>,
+    AxState(state): AxState<AppState>,
     Query(q): Query<AlertQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let view = state

@@ -3,48 +3,107 @@
 //! the snapshot the pipeline publishes ([`crate::state`]) and never wait on
 //! scoring. `app(state)` builds the router so tests call it with
 //! `oneshot` and no socket (axum `examples/testing`).
+//!
+//! The handlers get an [`AppState`]: the published state plus the handles
+//! `serve` builds once the pipeline runs (commands, model reloads, the
+//! outbox's delivery counters, the admin settings).
 
 mod admin;
+mod app_state;
 mod error;
 mod gpus;
 mod map;
 
-use axum::Router;
+use std::sync::Arc;
+
+use axum::extract::State as AxState;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use axum::routing::{delete, get};
+use axum::{Extension, Router};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::metrics::{ModelInfo, SinkInfo};
 
 pub use error::ApiError;
 
-use crate::state::State;
+pub use app_state::{Admin, AppState, Delivery};
 
-/// All routes.
-pub fn app(state: State) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
-        .route("/v1/gpus", get(gpus::list))
-        .route("/v1/gpus/{uuid}", get(gpus::one))
-        .route("/v1/fleet", get(gpus::fleet))
-        .route("/v1/alerts", get(gpus::alerts))
-        .route(
-            "/v1/silences",
-            get(admin::list_silences).post(admin::add_silence),
-        )
-        .route("/v1/silences/{id}", delete(admin::expire_silence))
-        .route("/v1/labels", axum::routing::post(admin::add_labels))
-        .route("/v1/models", get(admin::model_status))
-        .route(
-            "/v1/models/reload",
-            axum::routing::post(admin::reload_model),
-        )
-        .merge(map::router(state.clone()))
-        .with_state(state)
+/// The document's head; the paths come from the handlers' annotations.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "forewarn",
+        description = "Per-GPU failure risk with reasons, fleet counts and alerts."
+    ),
+    modifiers(&BearerAuth)
+)]
+struct ApiDoc;
+
+/// The `bearer` scheme the changing endpoints name.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        doc.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            );
+    }
 }
 
-async fn readyz(axum::extract::State(state): axum::extract::State<State>) -> impl IntoResponse {
+/// Every route, each registered with its OpenAPI operation: a route
+/// cannot be added without its documentation (`routes!` reads the path
+/// and method from the handler's `#[utoipa::path]`).
+fn routes(state: &AppState) -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi))
+        .routes(routes!(gpus::list))
+        .routes(routes!(gpus::one))
+        .routes(routes!(gpus::fleet))
+        .routes(routes!(gpus::alerts))
+        .routes(routes!(admin::list_silences, admin::add_silence))
+        .routes(routes!(admin::expire_silence))
+        .routes(routes!(admin::add_labels))
+        .routes(routes!(admin::model_status))
+        .routes(routes!(admin::reload_model))
+        .merge(map::router(state.shared.clone()))
+}
+
+/// The generated OpenAPI document, served at `/openapi.json`.
+#[derive(Clone)]
+struct Doc(Arc<str>);
+
+/// All routes.
+pub fn app(state: impl Into<AppState>) -> Router {
+    let state: AppState = state.into();
+    let (router, doc) = routes(&state).split_for_parts();
+    let json = doc.to_pretty_json().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "encoding the OpenAPI document");
+        "{}".into()
+    });
+    router.layer(Extension(Doc(json.into()))).with_state(state)
+}
+
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "ok")))]
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Readiness: restored and caught up.
+#[utoipa::path(get, path = "/readyz", responses(
+    (status = 200, description = "ready"),
+    (status = 503, description = "not ready"),
+))]
+async fn readyz(AxState(state): AxState<AppState>) -> impl IntoResponse {
     if state.is_ready() {
         (StatusCode::OK, "ready\n")
     } else {
@@ -52,30 +111,38 @@ async fn readyz(axum::extract::State(state): axum::extract::State<State>) -> imp
     }
 }
 
-async fn metrics(axum::extract::State(state): axum::extract::State<State>) -> impl IntoResponse {
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "text exposition format 0.0.4", content_type = "text/plain")))]
+async fn metrics(AxState(state): AxState<AppState>) -> impl IntoResponse {
     let gpus = state.gpus.len().unwrap_or(0);
     state
         .metrics
         .gpus
         .store(gpus as u64, std::sync::atomic::Ordering::Relaxed);
-    let model = state
-        .model
-        .read()
-        .map(|m| m.clone())
-        .unwrap_or_else(|_| crate::reload::ModelStatus::builtin());
-    let mut text = state.metrics.render(&model);
-    if let Some((outbox, receivers)) = state.outbox.get() {
-        crate::metrics::render_sinks(&mut text, outbox, receivers);
-    }
+    let model = state.model_status();
+    let info = ModelInfo {
+        version: &model.version,
+        reloads: model.reloads,
+        refused: model.refused,
+    };
+    let sinks = state.delivery.as_ref().map(|d| SinkInfo {
+        outbox: &d.outbox,
+        receivers: &d.receivers,
+    });
+    let text = state.metrics.render(info, sinks);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
-async fn openapi() -> impl IntoResponse {
+/// This document (OpenAPI 3.1, generated from the handlers).
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "this document", content_type = "application/json")))]
+async fn openapi(Extension(doc): Extension<Doc>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        include_str!("openapi.json"),
+        doc.0.to_string(),
     )
 }
 
+#[cfg(test)]
+mod openapi_tests;
 #[cfg(test)]
 mod tests;

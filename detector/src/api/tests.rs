@@ -174,7 +174,7 @@ async fn fleet_health_ready_and_metrics() {
 }
 
 async fn send(
-    state: State,
+    state: impl Into<super::AppState>,
     method: &str,
     uri: &str,
     token: Option<&str>,
@@ -207,7 +207,7 @@ async fn changes_need_the_token_and_labels_reach_the_store() {
 
     let file = std::env::temp_dir().join(format!("fw-labels-{}.csv", std::process::id()));
     let _ = std::fs::remove_file(&file);
-    let st = SharedState::with_admin(crate::state::Admin {
+    let st = super::AppState::new(SharedState::new()).with_admin(super::Admin {
         token: Some("s3cret".into()),
         labels_file: Some(file.clone()),
     });

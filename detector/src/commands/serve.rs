@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use alerts::{AlertEngine, AlertEvent, AlertRouter, AlertSystem};
 use anyhow::Context;
@@ -15,6 +15,7 @@ use datasets::simulator::SimConfig;
 use models::failure::FailureModel;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::{Admin, AppState, Delivery};
 use crate::checkpoint::{CheckpointStore, Offsets};
 use crate::config::{Config, RawConfig, SourceKind};
 use crate::pipeline::alerting::AlertStage;
@@ -22,7 +23,7 @@ use crate::pipeline::shard::Shard;
 use crate::pipeline::{AlertSink, Pipeline, PipelineConfig};
 use crate::reload::ModelSlot;
 use crate::sources::{DeadLetters, file, kafka, simulator};
-use crate::state::{Admin, SharedState, State};
+use crate::state::{SharedState, State};
 
 /// Run the service (with no config: the built-in simulated fleet demo).
 #[derive(Debug, Args)]
@@ -220,23 +221,28 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             cfg.token_env
         );
     }
-    let state = SharedState::with_admin(Admin {
+    let admin = Admin {
         token,
         labels_file: Some(cfg.labels_file.clone()),
-    });
+    };
+    let state = SharedState::new();
     let slot = Arc::new(ModelSlot::new(
         cfg.model_file.clone(),
         cfg.model_dir.clone(),
     ));
     let model = slot.initial(&state)?;
-    let _ = state.models.set(slot.clone());
+    // The one stop signal: SIGINT / SIGTERM cancel it; REST stops
+    // accepting, the source returns at its next check, the pipeline drains
+    // as its input closes (shards, then the alert stage and its sink), and
+    // the delivery workers stop; what they had not sent yet stays in the
+    // durable outbox for the next start.
     let shutdown = CancellationToken::new();
     let sys = AlertSystem::open(&cfg.alerts).context("opening the alert outbox and receivers")?;
     let workers = sys.spawn_delivery(&shutdown);
-    let _ = state.outbox.set((
-        sys.outbox.clone(),
-        sys.sinks.iter().map(|s| s.name().to_owned()).collect(),
-    ));
+    let delivery = Delivery {
+        outbox: sys.outbox.clone(),
+        receivers: sys.sinks.iter().map(|s| s.name().to_owned()).collect(),
+    };
     let start = restore_or_new(&cfg, &sys, model)?;
     let resume = start.resume;
     state.set_silences(start.stage.engine.silences().to_vec());
@@ -250,7 +256,14 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         start.store,
         cfg.export.as_ref(),
     )?;
-    let _ = state.pipeline.set(pipeline.handle());
+    let handle = pipeline.handle();
+    let app = AppState {
+        shared: state.clone(),
+        admin: Arc::new(admin),
+        pipeline: Some(handle.clone()),
+        models: Some(slot.clone()),
+        delivery: Some(delivery),
+    };
     if let Some(every) = cfg.model_watch_every {
         let (st, sd) = (state.clone(), shutdown.clone());
         tokio::spawn(async move {
@@ -261,21 +274,21 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                     _ = tick.tick() => {}
                     () = sd.cancelled() => break,
                 }
-                let (slot, st) = (slot.clone(), st.clone());
-                let _ = tokio::task::spawn_blocking(move || slot.poll(&st)).await;
+                let (slot, st, h) = (slot.clone(), st.clone(), handle.clone());
+                let _ = tokio::task::spawn_blocking(move || slot.poll(&st, &h)).await;
             }
         });
     }
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
 
-    let stop = CancellationToken::new();
     let source = {
-        let (stop, state, cfg) = (stop.clone(), state.clone(), cfg.clone());
+        let (sd, state, cfg) = (shutdown.clone(), state.clone(), cfg.clone());
         std::thread::Builder::new()
             .name("source".into())
             .spawn(move || -> anyhow::Result<()> {
                 crate::priority::apply_to_current_thread();
                 let mut dead = DeadLetters::open(cfg.dead_letter_file.as_deref())?;
-                let result = run_source(&cfg, resume, &state, &stop, &mut dead, &mut pipeline);
+                let result = run_source(&cfg, resume, &state, &sd, &mut dead, &mut pipeline);
                 let (summary, _) = pipeline.finish()?;
                 tracing::info!(
                     samples = summary.samples,
@@ -298,44 +311,48 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         "forewarn serving on http://{} (GET /v1/gpus?sort=risk, /v1/alerts, /metrics)",
         cfg.listen
     );
-    let sd = shutdown.clone();
-    axum::serve(listener, crate::api::app(state.clone()))
-        .with_graceful_shutdown(async move {
-            let term = async {
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(mut s) => {
-                        s.recv().await;
-                    }
-                    Err(_) => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
-                () = term => tracing::info!("terminated: shutting down"),
-                () = sd.cancelled() => {}
-            }
-        })
+    let served = axum::serve(listener, crate::api::app(app))
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
         .await
-        .context("serving REST")?;
-    stop.cancel();
+        .context("serving REST");
+    // REST may also have failed on its own: stop the rest with it.
+    shutdown.cancel();
     let joined = tokio::task::spawn_blocking(move || source.join())
         .await
         .context("joining the source")?;
-    shutdown.cancel();
     for w in workers {
         let _ = w.await;
     }
+    served?;
     match joined {
         Ok(r) => r,
         Err(_) => anyhow::bail!("the source thread panicked"),
     }
 }
 
+/// Cancels `shutdown` on Ctrl-C or SIGTERM.
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
+        () = term => tracing::info!("terminated: shutting down"),
+        () = shutdown.cancelled() => return,
+    }
+    shutdown.cancel();
+}
+
 fn run_source(
     cfg: &Config,
     resume: Offsets,
     state: &State,
-    stop: &CancellationToken,
+    shutdown: &CancellationToken,
     dead: &mut DeadLetters,
     pipeline: &mut Pipeline,
 ) -> anyhow::Result<()> {
@@ -354,7 +371,7 @@ fn run_source(
                 failure_rate_per_gpu_day: DEMO_FAILURE_RATE,
                 ..SimConfig::default()
             };
-            simulator::run(sim, *speed, &|| stop.is_cancelled(), |batch| {
+            simulator::run(sim, *speed, &|| shutdown.is_cancelled(), |batch| {
                 state
                     .metrics
                     .samples_in
@@ -373,7 +390,7 @@ fn run_source(
                     every: cfg.checkpoint_every,
                     resume,
                 });
-            kafka::run(k, policy, state, stop, dead, pipeline)?;
+            kafka::run(k, policy, state, shutdown, dead, pipeline)?;
         }
     }
     Ok(())

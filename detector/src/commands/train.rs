@@ -83,20 +83,7 @@ pub enum BoosterArg {
     Perpetual,
 }
 
-/// Loads the artifact at `path`, if any, for the pipeline.
-pub fn load_model(path: Option<&Path>) -> anyhow::Result<Option<std::sync::Arc<FailureModel>>> {
-    let Some(path) = path else { return Ok(None) };
-    let m = FailureModel::load(path)
-        .with_context(|| format!("loading the failure model {}", path.display()))?;
-    tracing::info!(
-        model = %path.display(),
-        trained = %m.meta.created,
-        horizon_h = m.meta.horizon_h,
-        threshold = m.threshold,
-        "failure model loaded"
-    );
-    Ok(Some(std::sync::Arc::new(m)))
-}
+pub use crate::reload::load_model;
 
 /// Parses `24h`, `90m`, `2d`, `3600s` to milliseconds.
 pub fn parse_duration_ms(s: &str) -> Result<i64, String> {

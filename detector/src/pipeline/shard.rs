@@ -43,9 +43,9 @@ struct Sticky {
     evidence: Evidence,
 }
 
-/// What one batch (or one checkpoint barrier) produced.
+/// What one batch produced.
 #[derive(Default)]
-pub struct ShardOutput {
+pub struct BatchOutput {
     pub assessments: Vec<Assessment>,
     /// Rack air readings of buckets the batch closed.
     pub racks: Vec<features::expected::rack::RackReading>,
@@ -55,13 +55,6 @@ pub struct ShardOutput {
     pub origin_ms: Option<i64>,
     /// Event time every input partition had reached (see `ShardMsg::Batch`).
     pub horizon_ms: Option<i64>,
-    /// At a barrier: this shard's serialized state.
-    pub snapshot: Option<anyhow::Result<Vec<u8>>>,
-    /// At a barrier, on shard 0's output: the checkpoint request.
-    pub(crate) request: Option<Box<super::SnapshotRequest>>,
-    /// A control round (no data): shard 0's output carries the command.
-    pub(crate) is_control: bool,
-    pub(crate) control: Option<Box<super::ControlRequest>>,
 }
 
 /// One shard's state: serializable for checkpoints.
@@ -146,7 +139,7 @@ impl Shard {
     }
 
     /// Processes a batch (in event-time order per GPU).
-    pub fn process(&mut self, batch: &[Sample], out: &mut ShardOutput) {
+    pub fn process(&mut self, batch: &[Sample], out: &mut BatchOutput) {
         for s in batch {
             self.rows.clear();
             self.events.clear();
@@ -195,7 +188,7 @@ impl Shard {
         self.export = export;
     }
 
-    fn on_event(&mut self, ev: FeatureEvent, hard_xid: &mut Option<u32>, out: &mut ShardOutput) {
+    fn on_event(&mut self, ev: FeatureEvent, hard_xid: &mut Option<u32>, out: &mut BatchOutput) {
         match ev {
             FeatureEvent::Xid {
                 gpu,

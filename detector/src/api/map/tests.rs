@@ -85,7 +85,7 @@ async fn the_page_and_its_assets_are_served_from_the_binary() {
         html.contains("<canvas id=\"map\""),
         "one canvas for the fleet"
     );
-    for asset in ["/ui/app.js", "/ui/panel.js", "/ui/style.css"] {
+    for asset in ["/ui/app.js", "/ui/live.js", "/ui/panel.js", "/ui/style.css"] {
         assert!(html.contains(asset), "page links {asset}");
         let (st, _, body) = get(&s, asset).await;
         assert_eq!(st, StatusCode::OK, "{asset}");

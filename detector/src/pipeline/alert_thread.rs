@@ -1,0 +1,196 @@
+//! The alert thread: takes the shards' outputs in a fixed order (round by
+//! round, shard 0 first), drives the alert stage and the sink, answers the
+//! API's commands and writes checkpoints when a barrier has passed every
+//! shard. Stops when every shard's output channel closes (end of input).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::mpsc::Receiver;
+use std::time::Instant;
+
+use alerts::AlertEvent;
+
+use super::alerting::AlertStage;
+use super::handle::{Command, ControlError, ShardOutput};
+use super::parts::{AlertSink, Summary, Written};
+use super::shard::BatchOutput;
+use crate::checkpoint::{Checkpoint, CheckpointStore, Offsets};
+use crate::state::State;
+
+/// Everything the alert thread owns.
+pub(super) struct AlertThread {
+    pub(super) export: Option<crate::export::AlertExports>,
+    pub(super) stage: AlertStage,
+    pub(super) sink: Box<dyn AlertSink>,
+    pub(super) state: State,
+    pub(super) store: Option<CheckpointStore>,
+    pub(super) outputs: Vec<Receiver<ShardOutput>>,
+    pub(super) inflight: Arc<AtomicUsize>,
+    pub(super) cfg_shards: usize,
+}
+
+impl AlertThread {
+    pub(super) fn run(mut self) -> anyhow::Result<Summary> {
+        let mut summary = Summary::default();
+        let mut events = Vec::new();
+        let mut snaps: Vec<anyhow::Result<Vec<u8>>> = Vec::with_capacity(self.cfg_shards);
+        'outer: loop {
+            let mut request = None;
+            let mut batch_round = false;
+            for i in 0..self.outputs.len() {
+                let Ok(out) = self.outputs[i].recv() else {
+                    break 'outer;
+                };
+                match out {
+                    ShardOutput::Control { request } => {
+                        if let Some(req) = request {
+                            let answer = self.command(req.command);
+                            let _ = req.reply.send(answer);
+                        }
+                    }
+                    ShardOutput::Snapshot { state, request: r } => {
+                        snaps.push(state);
+                        if r.is_some() {
+                            request = r;
+                        }
+                    }
+                    ShardOutput::Batch(out) => {
+                        batch_round = true;
+                        self.take_output(i, out, &mut summary, &mut events)?;
+                    }
+                }
+            }
+            if batch_round {
+                self.inflight.fetch_sub(1, Relaxed);
+            }
+            if snaps.len() == self.cfg_shards {
+                let parts = std::mem::take(&mut snaps);
+                if let Some(req) = request {
+                    let result = self.write_checkpoint(parts, req.offsets);
+                    if result.is_ok() {
+                        summary.checkpoints += 1;
+                    }
+                    match req.reply {
+                        Some(reply) => {
+                            let _ = reply.send(result);
+                        }
+                        None => result.map(|_| ())?,
+                    }
+                }
+            }
+        }
+        // End of input: let timers run out to the watermark.
+        self.stage.set_horizon(None);
+        let now = self.stage.clock_ms();
+        if now != i64::MIN {
+            self.stage.tick(now, &mut events);
+            self.state.record_alerts(&events);
+            summary.alert_events += events.len() as u64;
+            self.sink.deliver(&events, now)?;
+        }
+        self.sink.finish(now)?;
+        Ok(summary)
+    }
+
+    fn command(&mut self, command: Command) -> Result<serde_json::Value, ControlError> {
+        let watermark = self.stage.clock_ms();
+        let engine = &mut self.stage.engine;
+        let answer = match command {
+            Command::AddSilence(silence) => {
+                let v = serde_json::to_value(&silence)
+                    .map_err(|e| ControlError::Encode(e.to_string()))?;
+                engine.add_silence(silence);
+                Ok(v)
+            }
+            Command::ExpireSilence(id) => {
+                let now = match watermark {
+                    i64::MIN => crate::checkpoint::wall_ms(),
+                    w => w,
+                };
+                if engine.expire_silence(&id, now) {
+                    Ok(serde_json::json!({ "id": id, "expired": true }))
+                } else {
+                    Err(ControlError::UnknownSilence(id))
+                }
+            }
+        };
+        self.state.set_silences(engine.silences().to_vec());
+        answer
+    }
+
+    fn take_output(
+        &mut self,
+        shard: usize,
+        out: BatchOutput,
+        summary: &mut Summary,
+        events: &mut Vec<AlertEvent>,
+    ) -> anyhow::Result<()> {
+        let m = &self.state.metrics;
+        for (reason, msg) in &out.rejected {
+            m.rejected(reason);
+            tracing::debug!(reason, error = %msg, "sample rejected");
+        }
+        summary.rejected += out.rejected.len() as u64;
+        summary.assessments += out.assessments.len() as u64;
+        self.stage.set_horizon(out.horizon_ms);
+        m.assessments
+            .fetch_add(out.assessments.len() as u64, Relaxed);
+        for a in &out.assessments {
+            self.stage.observe(a, events);
+        }
+        for r in &out.racks {
+            self.stage.push_rack(r);
+        }
+        if shard + 1 == self.outputs.len() {
+            // The round's last output: every shard's piece of a rack's
+            // bucket is in.
+            self.stage.flush_racks(events);
+        }
+        self.state.publish(&out.assessments);
+        self.state.record_alerts(events);
+        if let Some(x) = &mut self.export {
+            x.events(events);
+        }
+        summary.alert_events += events.len() as u64;
+        // Called with no events too: routing timers (group_wait,
+        // repeat_interval) run on event time.
+        self.sink.deliver(events, self.stage.clock_ms())?;
+        events.clear();
+        if let Some(origin) = out.origin_ms
+            && !out.assessments.is_empty()
+        {
+            let now = crate::checkpoint::wall_ms();
+            m.decision_latency
+                .observe((now - origin).max(0) as f64 / 1000.0);
+        }
+        Ok(())
+    }
+
+    fn write_checkpoint(
+        &mut self,
+        parts: Vec<anyhow::Result<Vec<u8>>>,
+        offsets: Offsets,
+    ) -> anyhow::Result<Written> {
+        let Some(store) = &mut self.store else {
+            anyhow::bail!("checkpoint requested but no checkpoint directory is configured");
+        };
+        let t = Instant::now();
+        let shards = parts.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+        let ckpt = Checkpoint {
+            seq: store.next_seq(),
+            created_ms: crate::checkpoint::wall_ms(),
+            watermark_ms: self.stage.clock_ms(),
+            offsets: offsets.clone(),
+            shards,
+            stage: self.stage.snapshot()?,
+            sink: self.sink.snapshot()?,
+        };
+        let seq = ckpt.seq;
+        let bytes = store.write(&ckpt)?;
+        self.state
+            .metrics
+            .checkpoint_written(bytes, t.elapsed().as_secs_f64());
+        tracing::debug!(seq, bytes, "checkpoint written");
+        Ok(Written { seq, offsets })
+    }
+}

@@ -1,0 +1,90 @@
+//! The pipeline's own tests: round cutting, and commands and checkpoints
+//! travelling in order with the data.
+
+use alerts::AlertEvent;
+
+use super::alerting::AlertStage;
+use super::shard::Shard;
+use super::*;
+use crate::checkpoint::{CheckpointStore, Offsets};
+
+struct Null;
+impl AlertSink for Null {
+    fn deliver(&mut self, _: &[AlertEvent], _: i64) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn long_batches_are_cut_into_rounds_of_a_minute() {
+    let at = |ts: i64| features::Sample::new("GPU-a", ts);
+    assert!(super::run::round_cuts(&[]).is_empty());
+    // 0 s .. 60 s is one round; 60.001 s starts the next, and so on
+    // from each round's first sample (a late sample stays in its round).
+    let batch: Vec<_> = [0, 30_000, 60_000, 60_001, 20_000, 120_001, 180_000, 400_000]
+        .into_iter()
+        .map(at)
+        .collect();
+    assert_eq!(super::run::round_cuts(&batch), vec![3, 6, 7]);
+}
+
+#[test]
+fn silences_reach_the_engine_in_order_and_a_checkpoint_restores_them() {
+    let (cfg, pcfg) = super::restart_tests::test_config(1);
+    let dir = std::env::temp_dir().join(format!("fw-pipe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let state = crate::state::SharedState::new();
+    let stage = AlertStage::new(alerts::AlertEngine::new(cfg.alerts.engine.clone()));
+    let p = Pipeline::start(
+        pcfg.new_shards().expect("shards"),
+        stage,
+        Box::new(Null),
+        state.clone(),
+        Some(CheckpointStore::open(&dir).expect("store")),
+    )
+    .expect("start");
+    let h = p.handle();
+    let body = r#"{"matchers":[{"name":"rack","value":"r07","isRegex":false}],"startsAt":"2026-11-30T00:00:00Z","endsAt":"2026-11-30T04:00:00Z","createdBy":"alice","comment":"CDU swap"}"#;
+    let s = alerts::Silence::from_json(body, "api-1".into()).expect("silence");
+    let v = h.control(Command::AddSilence(s)).expect("added");
+    assert_eq!(v["id"], "api-1");
+    assert!(
+        state
+            .silences
+            .read()
+            .expect("lock")
+            .iter()
+            .any(|s| s.id == "api-1")
+    );
+    let e = h
+        .control(Command::ExpireSilence("nope".into()))
+        .expect_err("unknown id");
+    assert!(
+        matches!(&e, ControlError::UnknownSilence(id) if id == "nope"),
+        "{e}"
+    );
+    let mut offsets = Offsets::new();
+    offsets.insert(("t".into(), 0), 7);
+    let w = h.checkpoint_now(offsets).expect("checkpoint");
+    // The handle does not keep the pipeline alive: finish closes the
+    // inputs, and the handle then reports a stopped pipeline.
+    let h2 = h.clone();
+    assert_eq!(w.offsets.get(&("t".to_string(), 0)), Some(&7));
+    p.finish().expect("finish");
+    assert!(matches!(
+        h2.control(Command::ExpireSilence("api-1".into())),
+        Err(ControlError::Stopped)
+    ));
+    let ckpt = CheckpointStore::open(&dir)
+        .expect("store")
+        .latest()
+        .expect("read")
+        .expect("one");
+    assert_eq!(ckpt.shards.len(), 2);
+    let stage = AlertStage::restore(cfg.alerts.engine.clone(), &ckpt.stage).expect("restore");
+    assert!(stage.engine.silences().iter().any(|s| s.id == "api-1"));
+    for b in &ckpt.shards {
+        Shard::restore(b).expect("shard restores");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
