@@ -1,0 +1,296 @@
+//! The small tables of `forewarn.toml`: `[pipeline]`, `[api]`,
+//! `[checkpoint]`, `[export]` and `[models]`. Each default is a function
+//! next to its field saying where the number comes from; each table's
+//! `validate` checks only what its types cannot say.
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::duration::{self, ConfigDuration, Spelled};
+use super::{ConfigError, err};
+
+/// `[pipeline]`: shards and seeds.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPipeline {
+    /// Shard threads; GPUs are split by a hash of their UUID.
+    #[serde(default = "default_shards")]
+    pub shards: usize,
+    /// Seed of every model's randomness.
+    #[serde(default = "default_pipeline_seed")]
+    pub seed: u64,
+    /// Nice value (0–19) of the pipeline threads under `serve`, so REST
+    /// lookups are served first when ingest keeps every core busy; 0
+    /// leaves them at the process's priority.
+    #[serde(default = "default_nice")]
+    pub nice: i32,
+}
+
+/// 2: a 2-core machine's worth.
+fn default_shards() -> usize {
+    2
+}
+
+/// 17: an arbitrary fixed seed; scores, alerts and checkpoints depend on
+/// it, so changing it changes every baseline.
+fn default_pipeline_seed() -> u64 {
+    17
+}
+
+/// 10: the increment `nice(1)` applies when given none.
+fn default_nice() -> i32 {
+    10
+}
+
+impl Default for RawPipeline {
+    fn default() -> Self {
+        RawPipeline {
+            shards: default_shards(),
+            seed: default_pipeline_seed(),
+            nice: default_nice(),
+        }
+    }
+}
+
+impl RawPipeline {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(0..=19).contains(&self.nice) {
+            return Err(err("pipeline.nice", "must be between 0 and 19"));
+        }
+        if !(1..=256).contains(&self.shards) {
+            return Err(err("pipeline.shards", "must be between 1 and 256"));
+        }
+        Ok(())
+    }
+}
+
+/// `[api]`: the REST API.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawApi {
+    /// Listen address, `address:port`.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Environment variable holding the bearer token for changes
+    /// (silences, labels, reloads); unset = changes refused.
+    #[serde(default = "default_token_env")]
+    pub token_env: String,
+    /// Label store: `POST /v1/labels` appends here (the contract's
+    /// `gpu,ts,kind` CSV, read by `forewarn train --labels`).
+    #[serde(default = "default_labels_file")]
+    pub labels_file: PathBuf,
+}
+
+/// 127.0.0.1:8080: loopback, so nothing is exposed until an operator
+/// says so; 8080 is the usual unprivileged HTTP port.
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+/// `FOREWARN_API_TOKEN`: the product's name, so it is found in an
+/// environment listing.
+fn default_token_env() -> String {
+    "FOREWARN_API_TOKEN".into()
+}
+
+/// `forewarn-labels.csv` in the working directory, next to the other
+/// `forewarn-*` outputs.
+fn default_labels_file() -> PathBuf {
+    PathBuf::from("forewarn-labels.csv")
+}
+
+impl Default for RawApi {
+    fn default() -> Self {
+        RawApi {
+            listen: default_listen(),
+            token_env: default_token_env(),
+            labels_file: default_labels_file(),
+        }
+    }
+}
+
+/// `[checkpoint]`: periodic state snapshots for restarts.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheckpoint {
+    /// Directory of checkpoint files. Default [`default_checkpoint_dir`]
+    /// with the Kafka source; none (no checkpoints) with the simulator or
+    /// files.
+    pub dir: Option<PathBuf>,
+    /// Time between checkpoints; offsets are committed after each one.
+    /// Default [`default_checkpoint_interval`].
+    pub interval: Option<ConfigDuration>,
+    /// Deprecated: `interval` in seconds.
+    pub interval_s: Option<f64>,
+}
+
+/// `forewarn-checkpoints` in the working directory, next to the other
+/// `forewarn-*` outputs.
+pub fn default_checkpoint_dir() -> PathBuf {
+    PathBuf::from("forewarn-checkpoints")
+}
+
+/// 30 s: a restart re-reads at most this much of the stream, and writing
+/// every shard's state this often is a small share of the pipeline's time.
+fn default_checkpoint_interval() -> Duration {
+    Duration::from_secs(30)
+}
+
+impl RawCheckpoint {
+    /// The time between checkpoints.
+    pub fn every(&self) -> Result<Duration, ConfigError> {
+        let spelled = duration::either(
+            "checkpoint.interval",
+            self.interval,
+            "checkpoint.interval_s",
+            self.interval_s,
+            duration::from_secs,
+        )?;
+        match spelled {
+            Spelled::Unset => Ok(default_checkpoint_interval()),
+            Spelled::New(d) if d.is_zero() => Err(err(
+                "checkpoint.interval",
+                "must be longer than 0 (e.g. \"30s\")",
+            )),
+            Spelled::New(d) => Ok(d),
+            Spelled::Old(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
+            Spelled::Old(_) => Err(err(
+                "checkpoint.interval_s",
+                "must be a positive number of seconds",
+            )),
+        }
+    }
+}
+
+/// `[export]`: Parquet exports of features, scores and alerts (the input
+/// of `forewarn train`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExport {
+    /// Write exports (`serve` only; backtest writes none).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Root directory.
+    #[serde(default = "default_export_dir")]
+    pub dir: PathBuf,
+    /// Also write feature rows (most of the bytes).
+    #[serde(default = "yes")]
+    pub features: bool,
+    /// Keep every Nth feature row per GPU.
+    #[serde(default = "default_feature_sample_every")]
+    pub feature_sample_every: NonZeroU32,
+    /// Writer id prefix, unique per process and stable across restarts,
+    /// `[A-Za-z0-9_-]+`.
+    #[serde(default = "default_instance")]
+    pub instance: String,
+}
+
+/// Exports on, feature rows included: `forewarn train` needs both, and a
+/// service that ran without them leaves nothing to train the next model on.
+fn yes() -> bool {
+    true
+}
+
+/// `forewarn-export` in the working directory, next to the other
+/// `forewarn-*` outputs.
+fn default_export_dir() -> PathBuf {
+    PathBuf::from("forewarn-export")
+}
+
+/// 1: every row; sampling is for fleets whose feature rows outgrow the disk.
+fn default_feature_sample_every() -> NonZeroU32 {
+    NonZeroU32::MIN
+}
+
+/// `forewarn`: the product's name; a second process needs its own.
+fn default_instance() -> String {
+    "forewarn".into()
+}
+
+impl Default for RawExport {
+    fn default() -> Self {
+        RawExport {
+            enabled: yes(),
+            dir: default_export_dir(),
+            features: yes(),
+            feature_sample_every: default_feature_sample_every(),
+            instance: default_instance(),
+        }
+    }
+}
+
+impl RawExport {
+    /// The export settings, none when disabled.
+    pub fn validate(&self) -> Result<Option<crate::export::ExportSettings>, ConfigError> {
+        let instance = &self.instance;
+        if instance.is_empty()
+            || !instance
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(err("export.instance", "must be [A-Za-z0-9_-]+"));
+        }
+        Ok(self.enabled.then(|| crate::export::ExportSettings {
+            dir: self.dir.clone(),
+            features: self.features,
+            feature_sample_every: self.feature_sample_every,
+            instance: instance.clone(),
+        }))
+    }
+}
+
+/// `[models]`: the failure model and where new ones are picked up.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModels {
+    /// Failure model artifact to start with (`forewarn train --out`);
+    /// `serve --model` overrides it. None: rules, trends and the anomaly
+    /// forest only.
+    pub failure: Option<PathBuf>,
+    /// Directory watched for new artifacts (`*.fwm`; the newest by
+    /// modification time wins). Write a new one under a temporary or
+    /// hidden name and rename it in. None: not watched.
+    pub dir: Option<PathBuf>,
+    /// Time between looks at `dir`; `"0s"` turns the watch off (`POST
+    /// /v1/models/reload` still works). Default [`default_watch_interval`].
+    pub watch_interval: Option<ConfigDuration>,
+    /// Deprecated: `watch_interval` in seconds.
+    pub watch_interval_s: Option<f64>,
+}
+
+/// 10 s: a dropped-in model is live well within a minute, and a directory
+/// listing this often costs nothing.
+fn default_watch_interval() -> Duration {
+    Duration::from_secs(10)
+}
+
+impl RawModels {
+    /// How often `dir` is looked at; none when not watched.
+    pub fn watch_every(&self) -> Result<Option<Duration>, ConfigError> {
+        let spelled = duration::either(
+            "models.watch_interval",
+            self.watch_interval,
+            "models.watch_interval_s",
+            self.watch_interval_s,
+            duration::from_secs,
+        )?;
+        let every = match spelled {
+            Spelled::Unset => Some(default_watch_interval()),
+            Spelled::New(d) => (!d.is_zero()).then_some(d),
+            Spelled::Old(s) if s >= 0.0 && s.is_finite() => {
+                (s > 0.0).then(|| Duration::from_secs_f64(s))
+            }
+            Spelled::Old(_) => {
+                return Err(err(
+                    "models.watch_interval_s",
+                    "must be a number of seconds >= 0 (0 = no watch)",
+                ));
+            }
+        };
+        Ok(every.filter(|_| self.dir.is_some()))
+    }
+}

@@ -1,0 +1,302 @@
+//! `[source]`: where the pipeline's telemetry comes from. One variant per
+//! `type`, each with only its own keys, so a key of another source (a
+//! Kafka `brokers` under the simulator) is an error rather than silently
+//! ignored. A table without `type` is the simulator, as it always was.
+//! [`RawSource::validate`] turns the variant into the [`SourceKind`] the
+//! `serve` command runs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Deserializer};
+
+use super::duration::{self, ConfigDuration, Spelled};
+use super::{ConfigError, err};
+use crate::sources::kafka::KafkaSettings;
+
+/// The `[source]` table as written.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum RawSource {
+    /// The built-in simulated fleet (the default).
+    Simulator(SimulatorSource),
+    /// A Kafka consumer group.
+    Kafka(KafkaSource),
+    /// Telemetry files read in order.
+    Files(FileSource),
+}
+
+impl Default for RawSource {
+    fn default() -> Self {
+        RawSource::Simulator(SimulatorSource::default())
+    }
+}
+
+/// `type = "simulator"`: the demo fleet of `datasets::simulator`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimulatorSource {
+    /// Simulated GPUs.
+    #[serde(default = "default_gpus")]
+    pub gpus: usize,
+    /// Simulation seed: same seed, same fleet, same failures.
+    #[serde(default = "default_sim_seed")]
+    pub seed: u64,
+    /// Event time per wall second; 0 = as fast as possible.
+    #[serde(default = "default_speed")]
+    pub speed: f64,
+    /// Time between two samples of one GPU, in whole seconds. Default
+    /// [`default_interval`].
+    pub interval: Option<ConfigDuration>,
+    /// Deprecated: `interval` in seconds.
+    pub interval_s: Option<u32>,
+    /// Undecodable input goes here (JSON lines with the reason).
+    pub dead_letter_file: Option<PathBuf>,
+}
+
+/// 512: a few racks (8 GPUs a host, 4 hosts a rack: 16 racks), which at
+/// the demo's failure rate fills a page with failures a day.
+fn default_gpus() -> usize {
+    512
+}
+
+/// 7: an arbitrary fixed seed, so the demo shows the same fleet every run.
+fn default_sim_seed() -> u64 {
+    7
+}
+
+/// 120: two hours of event time pass in a wall minute of the demo.
+fn default_speed() -> f64 {
+    120.0
+}
+
+/// 30 s: dcgm-exporter's default scrape interval.
+pub fn default_interval() -> u32 {
+    30
+}
+
+impl Default for SimulatorSource {
+    fn default() -> Self {
+        SimulatorSource {
+            gpus: default_gpus(),
+            seed: default_sim_seed(),
+            speed: default_speed(),
+            interval: None,
+            interval_s: None,
+            dead_letter_file: None,
+        }
+    }
+}
+
+/// `type = "kafka"`: a consumer group on one or more topics.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSource {
+    /// Bootstrap brokers, `host:port[,host:port]` (required; checked in
+    /// `validate`, so the message can say how to write it).
+    pub brokers: Option<String>,
+    /// Topics to consume; messages keyed by GPU UUID.
+    #[serde(default = "default_topics")]
+    pub topics: Vec<String>,
+    /// Consumer group.
+    #[serde(default = "default_group_id")]
+    pub group_id: String,
+    /// Undecodable messages are also produced here, with a `reason` header.
+    pub dead_letter_topic: Option<String>,
+    /// librdkafka client options passed through (SASL, TLS, tuning), e.g.
+    /// `{ "security.protocol" = "SASL_SSL" }`.
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+    /// `/readyz` answers ready once total consumer lag is at most this
+    /// many messages.
+    #[serde(default = "default_ready_lag")]
+    pub ready_lag: u64,
+    /// Undecodable input goes here (JSON lines with the reason).
+    pub dead_letter_file: Option<PathBuf>,
+}
+
+/// `telemetry`: the topic `forewarn replay` produces to by default.
+fn default_topics() -> Vec<String> {
+    vec!["telemetry".into()]
+}
+
+/// `forewarn`: one group per deployment; instances of one service share it.
+fn default_group_id() -> String {
+    "forewarn".into()
+}
+
+/// 10,000 messages: a round number, small next to the backlog a restart
+/// replays and large next to the few fetches a consumer that keeps up lags.
+fn default_ready_lag() -> u64 {
+    10_000
+}
+
+/// `type = "files"`: telemetry files read in order (JSON lines, Parquet,
+/// dcgm-exporter text, nvidia-smi CSV).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSource {
+    /// The files, at least one (checked in `validate`).
+    #[serde(default)]
+    pub files: Vec<PathBuf>,
+    /// Undecodable input goes here (JSON lines with the reason).
+    pub dead_letter_file: Option<PathBuf>,
+}
+
+/// Source kinds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceKind {
+    Simulator {
+        gpus: usize,
+        seed: u64,
+        speed: f64,
+        interval_s: u32,
+    },
+    Files(Vec<PathBuf>),
+    Kafka(KafkaSettings),
+}
+
+/// Reads `[source]`, taking a table without `type` as the simulator.
+/// The variant is decoded from the table once more key by key when it
+/// fails, so the error names the key (`source.brokers`) even though the
+/// tagged decoding itself reports none.
+pub fn deserialize_source<'de, D: Deserializer<'de>>(d: D) -> Result<RawSource, D::Error> {
+    let mut table = toml::Table::deserialize(d)?;
+    table
+        .entry("type")
+        .or_insert_with(|| toml::Value::String("simulator".into()));
+    let decode = |t: toml::Table| toml::Value::Table(t).try_into::<RawSource>();
+    decode(table.clone()).map_err(|e| {
+        let only = |key: Option<&str>| {
+            let mut t = toml::Table::new();
+            for k in std::iter::once("type").chain(key) {
+                if let Some(v) = table.get(k) {
+                    t.insert(k.into(), v.clone());
+                }
+            }
+            decode(t).is_err()
+        };
+        let key = if only(None) {
+            Some("type")
+        } else {
+            table
+                .keys()
+                .map(String::as_str)
+                .find(|k| *k != "type" && only(Some(*k)))
+        };
+        let message = e.message().trim_end().to_string();
+        serde::de::Error::custom(match key {
+            Some(k) => format!("source.{k}: {message}"),
+            None => format!("source: {message}"),
+        })
+    })
+}
+
+/// What a problem of `source.<key>` is reported as.
+fn key(k: &str) -> String {
+    format!("source.{k}")
+}
+
+impl RawSource {
+    /// Undecodable input file, whichever the source.
+    pub fn dead_letter_file(&self) -> Option<&PathBuf> {
+        match self {
+            RawSource::Simulator(s) => s.dead_letter_file.as_ref(),
+            RawSource::Kafka(k) => k.dead_letter_file.as_ref(),
+            RawSource::Files(f) => f.dead_letter_file.as_ref(),
+        }
+    }
+
+    /// Checks what the types cannot say: ranges, required keys, refused
+    /// options.
+    pub fn validate(&self) -> Result<SourceKind, ConfigError> {
+        match self {
+            RawSource::Simulator(s) => s.validate(),
+            RawSource::Kafka(k) => k.validate(),
+            RawSource::Files(f) => {
+                if f.files.is_empty() {
+                    return Err(err(
+                        &key("files"),
+                        "type = \"files\" needs at least one file",
+                    ));
+                }
+                Ok(SourceKind::Files(f.files.clone()))
+            }
+        }
+    }
+}
+
+impl SimulatorSource {
+    fn validate(&self) -> Result<SourceKind, ConfigError> {
+        if self.gpus == 0 || self.gpus > 200_000 {
+            return Err(err(&key("gpus"), "must be between 1 and 200000"));
+        }
+        if !(self.speed >= 0.0 && self.speed.is_finite()) {
+            return Err(err(
+                &key("speed"),
+                "must be a finite number >= 0 (0 = as fast as possible)",
+            ));
+        }
+        let spelled = duration::either(
+            &key("interval"),
+            self.interval,
+            &key("interval_s"),
+            self.interval_s,
+            |s| Some(std::time::Duration::from_secs(s.into())),
+        )?;
+        let interval_s = match spelled {
+            Spelled::Unset => default_interval(),
+            Spelled::Old(s) if s == 0 => {
+                return Err(err(&key("interval_s"), "must be at least 1"));
+            }
+            Spelled::Old(s) => s,
+            Spelled::New(d) => match u32::try_from(d.as_secs()) {
+                Ok(s) if s >= 1 && d.subsec_nanos() == 0 => s,
+                _ => {
+                    return Err(err(
+                        &key("interval"),
+                        "must be a whole number of seconds, at least \"1s\"",
+                    ));
+                }
+            },
+        };
+        Ok(SourceKind::Simulator {
+            gpus: self.gpus,
+            seed: self.seed,
+            speed: self.speed,
+            interval_s,
+        })
+    }
+}
+
+impl KafkaSource {
+    fn validate(&self) -> Result<SourceKind, ConfigError> {
+        let Some(brokers) = self.brokers.clone().filter(|b| !b.trim().is_empty()) else {
+            return Err(err(
+                &key("brokers"),
+                "type = \"kafka\" needs brokers = \"host:port[,host:port]\"",
+            ));
+        };
+        if self.topics.is_empty() || self.topics.iter().any(|t| t.trim().is_empty()) {
+            return Err(err(&key("topics"), "needs at least one non-empty topic"));
+        }
+        let ready_lag = i64::try_from(self.ready_lag)
+            .map_err(|_| err(&key("ready_lag"), "must be below 2^63"))?;
+        for option in ["enable.auto.commit", "enable.auto.offset.store"] {
+            if self.options.contains_key(option) {
+                return Err(err(
+                    &key(&format!("options.{option}")),
+                    "forewarn commits offsets itself, after checkpoints; remove this option",
+                ));
+            }
+        }
+        Ok(SourceKind::Kafka(KafkaSettings {
+            brokers,
+            topics: self.topics.clone(),
+            group_id: self.group_id.clone(),
+            options: self.options.clone(),
+            dead_letter_topic: self.dead_letter_topic.clone(),
+            ready_lag,
+        }))
+    }
+}
