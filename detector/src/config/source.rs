@@ -246,7 +246,7 @@ impl SimulatorSource {
         )?;
         let interval_s = match spelled {
             Spelled::Unset => default_interval(),
-            Spelled::Old(s) if s == 0 => {
+            Spelled::Old(0) => {
                 return Err(err(&key("interval_s"), "must be at least 1"));
             }
             Spelled::Old(s) => s,
