@@ -208,6 +208,11 @@ impl Metrics {
         bump(&self.decode_errors, reason, 1);
     }
 
+    /// `forewarn_decode_errors_total` by reason, as `/metrics` shows it.
+    pub fn decode_errors_by_reason(&self) -> Vec<(&'static str, u64)> {
+        rows(&self.decode_errors)
+    }
+
     pub fn rejected(&self, reason: &'static str) {
         bump(&self.rejected, reason, 1);
     }

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use alerts::{AlertEngine, AlertEvent, AlertRouter, AlertSystem};
 use anyhow::Context;

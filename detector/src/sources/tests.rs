@@ -65,7 +65,7 @@ fn dead_letters(path: &Path) -> Vec<serde_json::Value> {
 struct Seen {
     records: Vec<serde_json::Value>,
     by_reason: Vec<(&'static str, u64)>,
-    metric_total: u64,
+    metric: Vec<(&'static str, u64)>,
     samples: Vec<(String, i64)>,
 }
 
@@ -88,7 +88,7 @@ fn seen(
     let seen = Seen {
         records,
         by_reason: dead.by_reason.iter().map(|(k, v)| (*k, *v)).collect(),
-        metric_total: state.metrics.decode_errors_total(),
+        metric: state.metrics.decode_errors_by_reason(),
         samples,
     };
     (seen, sources)
@@ -183,7 +183,7 @@ fn file_and_kafka_give_the_same_dead_letters_for_the_same_bytes() {
             "missing_gpu",
         ]
     );
-    assert_eq!(file.metric_total, 11);
+    assert_eq!(file.metric.iter().map(|(_, n)| n).sum::<u64>(), 11);
     // Every record carries the bytes that failed, not an empty payload.
     for r in &file.records {
         assert!(!r["payload"].as_str().expect("payload").is_empty(), "{r}");
