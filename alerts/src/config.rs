@@ -467,7 +467,7 @@ mod tests {
         assert_eq!(cfg.default_rule.for_ms, 300_000);
 
         let bad: RawEngineConfig =
-            toml::from_str("[lifecycle.kinds.xid]\nfor = \"5 min\"\n").expect("parses");
+            toml::from_str("[lifecycle.kinds.xid]\nfor = \"5 fortnights\"\n").expect("parses");
         assert_eq!(
             bad.validate().map(|_| ()).map_err(|e| e.key),
             Err("lifecycle.kinds.xid.for".to_owned())

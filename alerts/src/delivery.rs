@@ -5,8 +5,9 @@
 //! - 429 -> wait `Retry-After` (capped by `max_retry_after`), else backoff;
 //! - 5xx, 408, timeout, connection error -> exponential backoff
 //!   (`initial_backoff` × 2^attempt, capped at `max_backoff`) with "equal
-//!   jitter" (half fixed, half uniform) from a seeded SplitMix64, so tests are
-//!   reproducible and a fleet of instances does not retry in lockstep;
+//!   jitter" (half fixed, half uniform), from `backon` with a seeded jitter
+//!   generator, so tests are reproducible and a fleet of instances does not
+//!   retry in lockstep;
 //! - other 4xx -> dead letter with the receiver's answer, next entry.
 //!
 //! Retrying the head entry blocks the entries behind it: a receiver that is
@@ -18,6 +19,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use features::rng::splitmix64;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -50,44 +53,26 @@ impl Default for RetryPolicy {
     }
 }
 
-/// SplitMix64: tiny, seeded, good enough for jitter.
-#[derive(Debug, Clone)]
-pub struct Jitter(u64);
-
-impl Jitter {
-    /// A generator from `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// Next uniform `u64`.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
 impl RetryPolicy {
-    /// Delay before retry number `attempt` (1-based): equal jitter over the
-    /// capped exponential.
-    pub fn backoff(&self, attempt: u32, jitter: &mut Jitter) -> Duration {
-        let exp = self
-            .initial_backoff
-            .saturating_mul(1_u32 << attempt.saturating_sub(1).min(20));
-        let capped = exp.min(self.max_backoff);
-        let half = capped / 2;
-        let span = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
-        half + Duration::from_nanos(jitter.next_u64() % span)
+    /// The delays before retries 1, 2, 3, …: equal jitter over the capped
+    /// exponential, i.e. `d/2 + uniform[0, d/2)` with
+    /// `d = min(initial_backoff × 2^(n-1), max_backoff)`. backon adds a
+    /// uniform `[0, x)` to its delay `x`, so it is given the halves.
+    pub fn backoff(&self, seed: u64) -> ExponentialBackoff {
+        ExponentialBuilder::new()
+            .with_min_delay(self.initial_backoff / 2)
+            .with_max_delay(self.max_backoff / 2)
+            .with_factor(2.0)
+            .without_max_times()
+            .with_jitter()
+            .with_jitter_seed(seed)
+            .build()
     }
 }
 
+/// The jitter seed of one receiver: the policy's seed mixed with its name.
 fn seed_for(seed: u64, name: &str) -> u64 {
-    name.bytes().fold(seed ^ 0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    features::hash::fnv1a_keyed(seed ^ 0xcbf2_9ce4_8422_2325, name.as_bytes())
 }
 
 async fn blocking<T: Send + 'static>(
@@ -130,7 +115,10 @@ pub async fn run_worker(
     let queue = outbox
         .queue(&name)
         .ok_or_else(|| OutboxError::UnknownReceiver(name.clone()))?;
-    let mut jitter = Jitter::new(seed_for(policy.seed, &name));
+    // Each run of failures draws a fresh schedule; the seeds follow one
+    // SplitMix64 sequence so jitter does not repeat run after run.
+    let mut seeds = seed_for(policy.seed, &name);
+    let mut backoff = policy.backoff(splitmix64(&mut seeds));
     let mut attempt: u32 = 0;
     let mut last_send: Option<Instant> = None;
     loop {
@@ -158,6 +146,9 @@ pub async fn run_worker(
         last_send = Some(Instant::now());
         match sink.deliver(&notifications).await {
             Outcome::Accepted => {
+                if attempt > 0 {
+                    backoff = policy.backoff(splitmix64(&mut seeds));
+                }
                 attempt = 0;
                 let (ob, n, s) = (outbox.clone(), name.clone(), seqs.clone());
                 blocking(move || ob.ack(&n, &s)).await?;
@@ -169,9 +160,11 @@ pub async fn run_worker(
             Outcome::Retry { after, reason } => {
                 attempt = attempt.saturating_add(1);
                 queue.stats.retries.fetch_add(1, Ordering::Relaxed);
+                // Always advanced, so backoff keeps growing across Retry-Afters.
+                let next = backoff.next().unwrap_or(policy.max_backoff);
                 let delay = match after {
                     Some(a) => a.min(policy.max_retry_after),
-                    None => policy.backoff(attempt, &mut jitter),
+                    None => next,
                 };
                 tracing::warn!(receiver = %name, attempt, delay_ms = delay.as_millis() as u64, %reason, "delivery failed, will retry");
                 if !pause(delay, &shutdown).await {
@@ -179,6 +172,9 @@ pub async fn run_worker(
                 }
             }
             Outcome::Reject { status, answer } => {
+                if attempt > 0 {
+                    backoff = policy.backoff(splitmix64(&mut seeds));
+                }
                 attempt = 0;
                 tracing::error!(receiver = %name, status, %answer, entries = seqs.len(), "receiver rejected notification, dead-lettered");
                 for seq in seqs {
@@ -202,16 +198,18 @@ mod tests {
             max_backoff: Duration::from_secs(1),
             ..RetryPolicy::default()
         };
-        let mut j = Jitter::new(7);
-        let d: Vec<Duration> = (1..=6).map(|a| p.backoff(a, &mut j)).collect();
+        let d: Vec<Duration> = p.backoff(7).take(8).collect();
+        // backon grows the delay in f32 seconds: allow its rounding.
+        let eps = Duration::from_micros(1);
         for (a, x) in d.iter().enumerate() {
             let full = Duration::from_millis(100 * (1 << a)).min(Duration::from_secs(1));
-            assert!(*x >= full / 2 && *x <= full, "attempt {a}: {x:?}");
+            assert!(
+                *x + eps >= full / 2 && *x <= full + eps,
+                "attempt {a}: {x:?}"
+            );
         }
-        let mut j2 = Jitter::new(7);
-        assert_eq!(
-            d,
-            (1..=6).map(|a| p.backoff(a, &mut j2)).collect::<Vec<_>>()
-        );
+        assert!(d.windows(2).any(|w| w[0] != w[1]), "jittered: {d:?}");
+        assert_eq!(d, p.backoff(7).take(8).collect::<Vec<_>>());
+        assert_ne!(d, p.backoff(8).take(8).collect::<Vec<_>>());
     }
 }

@@ -359,7 +359,7 @@ mod tests {
         assert_eq!(cfg.receivers.len(), 5);
         assert_eq!(cfg.route.routes.len(), 3);
         assert_eq!(cfg.engine.job_rules["app_xid"].min_count, 4);
-        let bad = doc[start..end].replace("group_wait = \"0s\"", "group_wait = \"0 s\"");
+        let bad = doc[start..end].replace("group_wait = \"0s\"", "group_wait = \"0 q\"");
         let err = RawConfig::from_toml(&bad)
             .expect("parses")
             .validate()

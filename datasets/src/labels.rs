@@ -2,7 +2,7 @@
 //! tickets) and the richer Parquet form the simulator writes (with precursor
 //! onset and topology). Training and evaluation read either.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -53,57 +53,65 @@ impl From<&crate::simulator::FailureLabel> for Label {
 /// Writes the contract's `gpu,ts,kind` CSV: the labels that name a GPU
 /// (wider incidents live in the Parquet form only).
 pub fn write_csv(path: &Path, labels: &[Label]) -> Result<(), DatasetError> {
-    let mut f = std::io::BufWriter::new(
-        std::fs::File::create(path).map_err(|e| DatasetError::io(path.display(), e))?,
-    );
-    let mut text = String::from("gpu,ts,kind\n");
+    let io = |e: std::io::Error| DatasetError::io(path.display(), e);
+    let csv_err = |e: csv::Error| io(e.into());
+    let mut w = csv::Writer::from_path(path).map_err(csv_err)?;
+    w.write_record(["gpu", "ts", "kind"]).map_err(csv_err)?;
     for l in labels {
         if let Some(gpu) = &l.gpu {
-            text.push_str(&format!("{gpu},{},{}\n", format_rfc3339_s(l.ts_ms), l.kind));
+            let ts = format_rfc3339_s(l.ts_ms);
+            w.write_record([gpu.as_str(), &ts, &l.kind])
+                .map_err(csv_err)?;
         }
     }
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.flush())
-        .map_err(|e| DatasetError::io(path.display(), e))
+    w.flush().map_err(io)
 }
 
-/// Reads a `gpu,ts,kind` CSV; extra columns are ignored, errors name the line.
+/// Reads a `gpu,ts,kind` CSV (columns found by the header, in any order;
+/// extra columns ignored; `#` lines are comments; cells are trimmed).
+/// Errors name the line and, for a bad cell, its column.
 pub fn read_csv(path: &Path) -> Result<Vec<Label>, DatasetError> {
     let f = std::fs::File::open(path).map_err(|e| DatasetError::io(path.display(), e))?;
-    let bad = |line: usize, message: String| DatasetError::Csv {
+    let bad = |line: u64, message: String| DatasetError::Csv {
         path: path.display().to_string(),
-        line,
+        line: usize::try_from(line).unwrap_or(usize::MAX),
         message,
     };
+    let csv_err = |e: csv::Error| {
+        let line = e.position().map_or(0, csv::Position::line);
+        bad(line, e.to_string())
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_reader(BufReader::new(f));
+    let header = reader.headers().map_err(csv_err)?.clone();
+    let header_line = header.position().map_or(1, csv::Position::line);
+    let find = |name: &str| {
+        header
+            .iter()
+            .position(|c| c == name)
+            .ok_or_else(|| bad(header_line, format!("header has no `{name}` column")))
+    };
+    let (g, t, k) = (find("gpu")?, find("ts")?, find("kind")?);
     let mut out = Vec::new();
-    let mut cols: Option<(usize, usize, usize)> = None;
-    for (i, line) in BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|e| DatasetError::io(path.display(), e))?;
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
-        let Some((g, t, k)) = cols else {
-            let find = |name: &str| {
-                cells
-                    .iter()
-                    .position(|c| *c == name)
-                    .ok_or_else(|| bad(i + 1, format!("header has no `{name}` column")))
-            };
-            cols = Some((find("gpu")?, find("ts")?, find("kind")?));
-            continue;
-        };
+    for record in reader.records() {
+        let record = record.map_err(csv_err)?;
+        let line = record.position().map_or(0, csv::Position::line);
         let cell = |j: usize, name: &str| {
-            cells
+            record
                 .get(j)
-                .copied()
                 .filter(|c| !c.is_empty())
-                .ok_or_else(|| bad(i + 1, format!("missing `{name}`")))
+                .ok_or_else(|| bad(line, format!("column {} (`{name}`) is missing", j + 1)))
         };
         let ts_text = cell(t, "ts")?;
-        let ts_ms = parse_timestamp(ts_text)
-            .ok_or_else(|| bad(i + 1, format!("`ts` is not RFC 3339: {ts_text:?}")))?;
+        let ts_ms = parse_timestamp(ts_text).ok_or_else(|| {
+            bad(
+                line,
+                format!("column {} (`ts`) is not RFC 3339: {ts_text:?}", t + 1),
+            )
+        })?;
         out.push(Label {
             gpu: Some(cell(g, "gpu")?.to_string()),
             ts_ms,
@@ -265,7 +273,23 @@ mod tests {
         )
         .expect("write");
         let err = read_csv(&p).expect_err("bad ts").to_string();
-        assert!(err.contains("line 3") && err.contains("yesterday"), "{err}");
+        assert!(
+            err.contains("line 3") && err.contains("column 2") && err.contains("yesterday"),
+            "{err}"
+        );
+        std::fs::write(
+            &p,
+            "# tickets\n\nkind, gpu ,ts,note\n\n# a comment\nhbm_ecc,GPU-a,2026-11-30T04:12:00Z,x\nthermal,,2026-11-30T04:12:00Z\n",
+        )
+        .expect("write");
+        let err = read_csv(&p).expect_err("no gpu").to_string();
+        assert!(
+            err.contains("line 7") && err.contains("column 2 (`gpu`)"),
+            "{err}"
+        );
+        std::fs::write(&p, "gpu,when,kind\n").expect("write");
+        let err = read_csv(&p).expect_err("no ts column").to_string();
+        assert!(err.contains("line 1") && err.contains("`ts`"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

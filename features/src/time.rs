@@ -1,137 +1,179 @@
-//! Event-time parsing and formatting: RFC 3339 (the contract), epoch
-//! milliseconds, and nvidia-smi's `2026/07/14 08:12:38.696` (taken as UTC).
-//! Hand-written because it is on the decode hot path and must never panic.
+//! Event time and durations for all of forewarn, on `jiff`: RFC 3339 (the
+//! telemetry and alert contracts), nvidia-smi's `2026/07/14 08:12:38.696`
+//! (taken as UTC), civil dates for partition names, and the one duration
+//! grammar every config section and CLI flag accepts ([`parse_duration`]).
+//!
+//! The engine never reads the wall clock: every timestamp is event time in
+//! epoch milliseconds (`i64`), handed in by the caller. Parsing is on the
+//! decode hot path and must never panic; jiff does the calendar, this module
+//! only pins which spellings the contracts accept and the exact output bytes.
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil` algorithm).
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+mod duration;
+
+pub use duration::{
+    LegacyUnit, duration_ms, format_duration, legacy_number, parse_duration,
+    parse_duration_or_legacy, serde,
+};
+
+use jiff::Timestamp;
+use jiff::civil::{Date, DateTime, Time};
+use jiff::fmt::temporal::{Pieces, PiecesOffset};
+use jiff::tz::Offset;
+
+/// Why a timestamp or duration string was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimeError {
+    /// The text is not `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`.
+    #[error("invalid RFC 3339 timestamp {0:?}")]
+    Timestamp(String),
+    /// The text is not a duration of the grammar [`parse_duration`] accepts.
+    #[error("invalid duration {0:?} (expected e.g. \"90s\", \"5m\", \"1h30m\", \"24h\", \"7d\")")]
+    Duration(String),
+}
+
+/// Days in the Gregorian calendar's 400-year cycle: the calendar repeats
+/// exactly after it, which lets any `i64` time be shifted into jiff's range
+/// (years -9999..=9999) and its year shifted back.
+const DAYS_PER_CYCLE: i64 = 146_097;
+const MS_PER_DAY: i64 = 86_400_000;
+const MS_PER_CYCLE: i64 = DAYS_PER_CYCLE * MS_PER_DAY;
+
+/// The longest text handed to jiff (a nanosecond fraction and an offset fit).
+const MAX_TIMESTAMP_LEN: usize = 40;
+
+/// Parses RFC 3339 (`2026-11-29T17:00:00.000Z`, `…+02:00`, `t` or a space
+/// for `T`, or no zone = UTC) and nvidia-smi's `2026/11/29 17:00:00.000`.
+/// Returns epoch milliseconds (fraction truncated), or `None` when the text
+/// is not such a time.
+pub fn parse_timestamp(s: &str) -> Option<i64> {
+    parse(s.trim(), false)
+}
+
+/// Parses a strict RFC 3339 timestamp (an offset or `Z` is required; any
+/// fraction digits, truncated to milliseconds) into epoch milliseconds.
+pub fn parse_rfc3339(text: &str) -> Result<i64, TimeError> {
+    parse(text, true).ok_or_else(|| TimeError::Timestamp(text.to_owned()))
+}
+
+/// The one parser behind [`parse_timestamp`] and [`parse_rfc3339`]. jiff
+/// reads the broader Temporal ISO 8601 grammar; the shape check keeps the
+/// contracts' subset (full date, `T`/`t`/space, seconds present), so that
+/// e.g. `2026-11-29T17:00` stays a bad timestamp as it always was.
+fn parse(s: &str, need_offset: bool) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 19 || b.len() > MAX_TIMESTAMP_LEN {
+        return None;
+    }
+    let sep = b[4];
+    let slashed = sep == b'/' && !need_offset;
+    if !(sep == b'-' || slashed) || b[7] != sep || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    if !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let mut buf = [0u8; MAX_TIMESTAMP_LEN];
+    let text = &mut buf[..b.len()];
+    text.copy_from_slice(b);
+    if slashed {
+        (text[4], text[7]) = (b'-', b'-');
+    }
+    let pieces = Pieces::parse(&*text).ok()?;
+    if pieces.time_zone_annotation().is_some() {
+        return None;
+    }
+    let offset = match pieces.offset() {
+        None if need_offset => return None,
+        None | Some(PiecesOffset::Zulu) => Offset::UTC,
+        Some(PiecesOffset::Numeric(n)) => n.offset(),
+        Some(_) => return None,
+    };
+    let dt = pieces.date().to_datetime(pieces.time()?);
+    let ts = offset.to_timestamp(dt).ok()?;
+    i64::try_from(ts.as_nanosecond().div_euclid(1_000_000)).ok()
+}
+
+/// The UTC civil date and time of epoch milliseconds, for any `i64`: the
+/// year is an `i64` because `i64` milliseconds reach far past year 9999.
+fn civil_utc(ts_ms: i64) -> (i64, DateTime) {
+    let cycles = ts_ms.div_euclid(MS_PER_CYCLE);
+    // Within one cycle of the epoch (years 1970..2370): always in range.
+    let in_cycle = ts_ms.rem_euclid(MS_PER_CYCLE);
+    let dt = Timestamp::from_millisecond(in_cycle)
+        .map(|t| Offset::UTC.to_datetime(t))
+        .unwrap_or_default();
+    (i64::from(dt.year()) + 400 * cycles, dt)
 }
 
 /// The civil date of a day count since 1970-01-01 (inverse of
 /// [`days_from_civil`]).
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let cycles = days.div_euclid(DAYS_PER_CYCLE);
+    let (y, dt) = civil_utc(days.rem_euclid(DAYS_PER_CYCLE) * MS_PER_DAY);
+    (y + 400 * cycles, dt.month() as u32, dt.day() as u32)
 }
 
-fn digits(b: &[u8], at: usize, n: usize) -> Option<u32> {
-    let s = b.get(at..at + n)?;
-    let mut v = 0u32;
-    for c in s {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v * 10 + u32::from(c - b'0');
-    }
-    Some(v)
+/// Days since 1970-01-01 of a proleptic Gregorian date; `None` when the
+/// date does not exist (February 30th, month 13).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> Option<i64> {
+    let cycles = (y - 1970).div_euclid(400);
+    let year = i16::try_from(y - 400 * cycles).ok()?;
+    let date = Date::new(year, i8::try_from(m).ok()?, i8::try_from(d).ok()?).ok()?;
+    let secs = Offset::UTC
+        .to_timestamp(date.to_datetime(Time::midnight()))
+        .ok()?
+        .as_second();
+    Some(secs.div_euclid(86_400) + cycles * DAYS_PER_CYCLE)
 }
 
-/// Parses RFC 3339 (`2026-11-29T17:00:00.000Z`, `…+02:00`, a space for `T`,
-/// or no zone = UTC) and nvidia-smi's `2026/11/29 17:00:00.000`. Returns epoch
-/// milliseconds, or `None` when the text is not such a time.
-pub fn parse_timestamp(s: &str) -> Option<i64> {
-    let b = s.trim().as_bytes();
-    let year = digits(b, 0, 4)?;
-    let sep = *b.get(4)?;
-    if !(sep == b'-' || sep == b'/') || b.get(7) != Some(&sep) {
-        return None;
-    }
-    let month = digits(b, 5, 2)?;
-    let day = digits(b, 8, 2)?;
-    if !matches!(b.get(10), Some(b'T' | b't' | b' '))
-        || b.get(13) != Some(&b':')
-        || b.get(16) != Some(&b':')
-    {
-        return None;
-    }
-    let (h, mi, sec) = (digits(b, 11, 2)?, digits(b, 14, 2)?, digits(b, 17, 2)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut ms = 0i64;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        let mut scale = 100;
-        while let Some(c) = b.get(i).filter(|c| c.is_ascii_digit()) {
-            ms += i64::from(c - b'0') * scale;
-            scale /= 10;
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-    }
-    let offset_min: i64 = match b.get(i) {
-        None => 0,
-        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
-        Some(&c @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
-            let off = i64::from(digits(b, i + 1, 2)? * 60 + digits(b, i + 4, 2)?);
-            if c == b'+' { off } else { -off }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(i64::from(year), month, day);
-    let secs = days * 86_400 + i64::from(h * 3600 + mi * 60 + sec) - offset_min * 60;
-    Some(secs * 1000 + ms)
-}
-
-/// Formats epoch milliseconds as RFC 3339 UTC with milliseconds.
+/// Formats epoch milliseconds as RFC 3339 UTC with milliseconds
+/// (`2026-11-29T17:00:00.250Z`).
 pub fn format_rfc3339_ms(ts_ms: i64) -> String {
-    match rfc3339_digits(ts_ms) {
-        Some(b) => b.iter().map(|&c| char::from(c)).collect(),
-        None => format_rfc3339_ms_slow(ts_ms),
-    }
+    write_rfc3339(ts_ms, 23)
 }
 
 /// Formats epoch milliseconds as RFC 3339 UTC to the second (alert contract).
 pub fn format_rfc3339_s(ts_ms: i64) -> String {
-    match rfc3339_digits(ts_ms) {
-        Some(b) => b[..19]
-            .iter()
-            .map(|&c| char::from(c))
-            .chain(std::iter::once('Z'))
-            .collect(),
-        None => {
-            let s = format_rfc3339_ms_slow(ts_ms);
-            format!("{}Z", &s[..19])
-        }
-    }
+    write_rfc3339(ts_ms, 19)
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` without `format!` (REST formats 50 of these
-/// per lookup, alert events several); `None` outside years 0–9999, whose
-/// width `format!` decides.
-fn rfc3339_digits(ts_ms: i64) -> Option<[u8; 24]> {
-    let secs = ts_ms.div_euclid(1000);
+/// Formats epoch milliseconds as RFC 3339 UTC; milliseconds are printed only
+/// when non-zero (`2026-11-29T17:03:00Z`, `2026-11-29T17:03:00.250Z`): the
+/// alert events' and silences' form.
+pub fn format_rfc3339(ts_ms: i64) -> String {
+    let width = if ts_ms.rem_euclid(1000) == 0 { 19 } else { 23 };
+    write_rfc3339(ts_ms, width)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.mmm]Z`, cut to `width` characters before the `Z`.
+/// Written digit by digit (REST formats 50 of these per lookup, alert events
+/// several); years outside 0–9999 go through `format!`, which decides their
+/// width.
+fn write_rfc3339(ts_ms: i64, width: usize) -> String {
+    let (y, dt) = civil_utc(ts_ms);
     let ms = ts_ms.rem_euclid(1000) as u32;
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    let y = u32::try_from(y).ok().filter(|y| *y <= 9999)?;
-    let sod = secs.rem_euclid(86_400) as u32;
+    let fields = [
+        dt.month() as u32,
+        dt.day() as u32,
+        dt.hour() as u32,
+        dt.minute() as u32,
+        dt.second() as u32,
+    ];
+    let Some(y) = u32::try_from(y).ok().filter(|y| *y <= 9999) else {
+        let [mo, d, h, mi, s] = fields;
+        let full = format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}");
+        let cut = full.len() - (23 - width);
+        return format!("{}Z", &full[..cut]);
+    };
     let mut b = *b"0000-00-00T00:00:00.000Z";
+    let [mo, d, h, mi, s] = fields;
     for (range, v) in [
         (0..4, y),
-        (5..7, m),
+        (5..7, mo),
         (8..10, d),
-        (11..13, sod / 3600),
-        (14..16, sod / 60 % 60),
-        (17..19, sod % 60),
+        (11..13, h),
+        (14..16, mi),
+        (17..19, s),
         (20..23, ms),
     ] {
         let mut v = v;
@@ -140,75 +182,9 @@ fn rfc3339_digits(ts_ms: i64) -> Option<[u8; 24]> {
             v /= 10;
         }
     }
-    Some(b)
-}
-
-fn format_rfc3339_ms_slow(ts_ms: i64) -> String {
-    let secs = ts_ms.div_euclid(1000);
-    let ms = ts_ms.rem_euclid(1000);
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    let sod = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60
-    )
+    b[width] = b'Z';
+    b[..=width].iter().map(|&c| char::from(c)).collect()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn parses_contract_forms() {
-        let base = parse_timestamp("2026-11-29T17:00:00.000Z").expect("valid");
-        assert_eq!(base, 1_795_971_600_000);
-        assert_eq!(parse_timestamp("2026-11-29T17:00:00Z"), Some(base));
-        assert_eq!(parse_timestamp("2026-11-29 17:00:00"), Some(base));
-        assert_eq!(parse_timestamp("2026-11-29T19:00:00+02:00"), Some(base));
-        assert_eq!(parse_timestamp("2026/11/29 17:00:00.250"), Some(base + 250));
-        assert_eq!(
-            parse_timestamp("2026-11-29T17:00:00.123456789Z"),
-            Some(base + 123)
-        );
-        for bad in [
-            "",
-            "yesterday",
-            "2026-13-01T00:00:00Z",
-            "2026-11-29T17:00",
-            "2026-11-29T17:00:00Zjunk",
-        ] {
-            assert_eq!(parse_timestamp(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn formats() {
-        assert_eq!(
-            format_rfc3339_ms(1_795_971_600_250),
-            "2026-11-29T17:00:00.250Z"
-        );
-        assert_eq!(format_rfc3339_s(1_795_971_600_250), "2026-11-29T17:00:00Z");
-    }
-
-    proptest! {
-        #[test]
-        fn round_trip(ms in -50_000_000_000_000i64..50_000_000_000_000i64) {
-            prop_assert_eq!(parse_timestamp(&format_rfc3339_ms(ms)), Some(ms));
-        }
-
-        #[test]
-        fn the_digit_formatter_writes_what_format_does(ms in -500_000_000_000_000i64..500_000_000_000_000i64) {
-            let slow = format_rfc3339_ms_slow(ms);
-            prop_assert_eq!(format_rfc3339_ms(ms), slow.clone());
-            prop_assert_eq!(format_rfc3339_s(ms), format!("{}Z", &slow[..19]));
-        }
-
-        #[test]
-        fn never_panics(s in ".{0,40}") {
-            let _ = parse_timestamp(&s);
-        }
-    }
-}
+mod tests;

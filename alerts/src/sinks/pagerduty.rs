@@ -37,9 +37,7 @@ pub fn pd_dedup_key(key: &str) -> String {
         return key.to_owned();
     }
     // FNV-1a: stable across runs and versions, unlike std's hasher.
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = features::hash::fnv1a(key.as_bytes());
     let head: String = key.chars().take(MAX_DEDUP_KEY_CHARS - 17).collect();
     format!("{head}#{hash:016x}")
 }

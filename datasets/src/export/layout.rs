@@ -40,7 +40,7 @@ pub(crate) fn parse_date_dir(name: &str) -> Option<i64> {
     if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
         return None;
     }
-    Some(days_from_civil(y, m, d))
+    days_from_civil(y, m, d)
 }
 
 /// The hour directory name → hour of the day.

@@ -214,11 +214,7 @@ pub fn suite(seed: u64, reduced: bool) -> Vec<ScenarioRun> {
 /// Each scenario draws from its own seed, so two scenarios at one suite
 /// seed do not share a fleet: FNV-1a of the name mixed with the seed.
 pub fn scenario_seed(name: &str, seed: u64) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.as_bytes() {
-        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    features::hash::fnv1a(name.as_bytes()) ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 #[cfg(test)]

@@ -1,11 +1,14 @@
 //! The simulator's only source of randomness: xoshiro256++ seeded through
-//! splitmix64 (Blackman & Vigna, <https://prng.di.unimi.it/>).
+//! splitmix64 (Blackman & Vigna, <https://prng.di.unimi.it/>), from
+//! `rand_xoshiro` through [`features::rng`], which pins its seeding and
+//! outputs.
 //!
 //! Every random choice in a simulation derives from `SimConfig::seed` through
 //! [`SimRng::stream`], one independent stream per concern (topology, schedule,
 //! failures, noise, dirty data), so changing one knob, such as turning dirty
-//! data on, does not reshuffle the others. Hand-written to keep `datasets`
-//! free of `rand` and bit-identical across platforms and versions.
+//! data on, does not reshuffle the others. The distributions below are
+//! written out (not `rand`'s) so a simulated fleet stays byte-identical across
+//! crate versions: `rand`'s algorithms may change between releases.
 
 use features::rng::Xoshiro256PlusPlus;
 pub use features::rng::splitmix64;

@@ -117,9 +117,7 @@ pub fn unit_hash(seed: u64, a: u64, b: u64) -> f64 {
 
 /// A stable 64-bit hash of a name (FNV-1a).
 pub fn name_hash(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    features::hash::fnv1a(s.as_bytes())
 }
 
 /// Examples, row-major.

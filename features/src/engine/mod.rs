@@ -18,8 +18,6 @@ mod row;
 #[cfg(test)]
 mod tests;
 
-use std::hash::{Hash, Hasher};
-
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -177,13 +175,8 @@ pub struct FeatureEngine {
 /// A stable per-GPU salt so that which samples train the models does not
 /// depend on process or hash seeds.
 fn salt(gpu: &str) -> u32 {
-    let mut h = GpuIdHasher::default();
-    gpu.hash(&mut h);
-    (h.finish() >> 16) as u32
+    crate::hash::gpu_salt(gpu)
 }
-
-/// The per-GPU map's hasher (see [`crate::hash`]).
-pub use crate::hash::FxHasher as GpuIdHasher;
 
 impl FeatureEngine {
     /// An engine with no GPUs yet.
