@@ -38,7 +38,7 @@ fn row(gpu: &str, ts_ms: i64, k: usize) -> FeatureRow {
         gpu: Arc::from(gpu),
         topo: Topology {
             host: Some(Arc::from("node-1")),
-            rack: (k % 2 == 0).then(|| Arc::from("r07")),
+            rack: k.is_multiple_of(2).then(|| Arc::from("r07")),
             cluster: Some(Arc::from("east-1")),
             model: None,
             job: Some(Arc::from("train-llm-17")),

@@ -203,8 +203,8 @@ impl GpuState {
         let mut link_width = 16.0;
         let mut fail_kind = None;
         let mut g = 0.0;
-        if let Some(f) = &self.failure {
-            if ts >= f.onset_ms {
+        if let Some(f) = &self.failure
+            && ts >= f.onset_ms {
                 fail_kind = Some(f.kind);
                 g = growth(f.progress(ts));
                 match f.kind {
@@ -217,7 +217,6 @@ impl GpuState {
                     _ => {}
                 }
             }
-        }
 
         // Work → power, with the power cap and the thermal slowdown.
         let util = if busy {

@@ -235,7 +235,7 @@ pub fn build(
     let mut err = None;
     for_each_row(path, &mut gpus, &mut hosts, None, |r| {
         seen += 1;
-        if seen % 65_536 == 0 {
+        if seen.is_multiple_of(65_536) {
             progress(seen, total);
         }
         buf.clear();

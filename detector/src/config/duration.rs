@@ -38,7 +38,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
 /// (`"90m"`, `"500ms"`), as the new spelling of a deprecated value; none
 /// when it has a fraction of a millisecond (the grammar cannot say it).
 pub fn spell(d: Duration) -> Option<String> {
-    if d.subsec_nanos() % 1_000_000 != 0 {
+    if !d.subsec_nanos().is_multiple_of(1_000_000) {
         return None;
     }
     let ms = d.as_millis();
@@ -50,7 +50,7 @@ pub fn spell(d: Duration) -> Option<String> {
         (1_000, "s"),
     ];
     for (size, unit) in UNITS {
-        if ms != 0 && ms % size == 0 {
+        if ms != 0 && ms.is_multiple_of(size) {
             return Some(format!("{}{unit}", ms / size));
         }
     }

@@ -285,8 +285,7 @@ impl Shard {
         if components[Kind::HardFailure as usize] >= 1.0
             && hard_xid.is_none()
             && !self.hard.contains_key(&row.gpu)
-        {
-            if let Some((_, e)) = reasons.iter().find(|(k, _)| *k == Kind::HardFailure) {
+            && let Some((_, e)) = reasons.iter().find(|(k, _)| *k == Kind::HardFailure) {
                 self.hard.insert(
                     row.gpu.clone(),
                     Sticky {
@@ -295,13 +294,11 @@ impl Shard {
                     },
                 );
             }
-        }
-        if let Some(st) = self.hard.get(&row.gpu) {
-            if components[Kind::HardFailure as usize] < 1.0 {
+        if let Some(st) = self.hard.get(&row.gpu)
+            && components[Kind::HardFailure as usize] < 1.0 {
                 components[Kind::HardFailure as usize] = 1.0;
                 reasons.push((Kind::HardFailure, st.evidence.clone()));
             }
-        }
         let slot = self
             .grades
             .entry(row.gpu.clone())

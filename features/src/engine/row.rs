@@ -212,7 +212,7 @@ impl Parts<'_> {
 
         // Expected vs actual.
         let stride = cfg.rls_update_stride;
-        let learn = !settling && !transitioning && st.samples.wrapping_add(st.salt) % stride == 0;
+        let learn = !settling && !transitioning && st.samples.wrapping_add(st.salt).is_multiple_of(stride);
         let inputs = ExpectedInputs {
             gpu_temp: temp,
             memory_temp: mem_temp,

@@ -248,12 +248,11 @@ impl CohortStats {
         self.refresh_closed(id);
         let min = self.min_cohort;
         let scratch = &mut self.scratch;
-        if let Some(c) = self.cohorts.get_mut(id) {
-            if c.dirty {
+        if let Some(c) = self.cohorts.get_mut(id)
+            && c.dirty {
                 c.provisional = RobustStats::compute(&c.values, &SCALE_FLOORS, min, scratch);
                 c.dirty = false;
             }
-        }
     }
 
     /// Computes the closed bucket's statistics of cohort `id` if pending
@@ -261,12 +260,11 @@ impl CohortStats {
     pub fn refresh_closed(&mut self, id: u32) {
         let min = self.min_cohort;
         let scratch = &mut self.scratch;
-        if let Some(c) = self.cohorts.get_mut(id) {
-            if c.closed_pending {
+        if let Some(c) = self.cohorts.get_mut(id)
+            && c.closed_pending {
                 c.completed = RobustStats::compute(&c.closed, &SCALE_FLOORS, min, scratch);
                 c.closed_pending = false;
             }
-        }
     }
 
     /// The statistics of the bucket that holds `ts_ms`, as of now (call

@@ -95,7 +95,7 @@ impl AnomalyModel {
     pub fn assess(&mut self, row: &FeatureRow) -> Result<(f32, Option<Evidence>), RcfError> {
         let x = Self::input(row);
         self.seen += 1;
-        if self.seen % UPDATE_EVERY != 0 {
+        if !self.seen.is_multiple_of(UPDATE_EVERY) {
             // Scoring alone: the grade comes from the last learnt rows.
             let score = self.model.forest().score(&x)?;
             let threshold = self

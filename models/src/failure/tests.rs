@@ -12,7 +12,7 @@ fn toy(n: usize, seed: u64) -> (Vec<f32>, Vec<u8>, Vec<f32>) {
         for v in row.iter_mut() {
             *v = (r.next_u64() % 1000) as f32 / 100.0;
         }
-        if r.next_u64() % 5 == 0 {
+        if r.next_u64().is_multiple_of(5) {
             row[7] = f32::NAN;
         }
         let pos = row[3] > 7.0 && !row[7].is_nan();

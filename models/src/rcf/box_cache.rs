@@ -94,12 +94,11 @@ impl Tree {
         bmin: &mut [f32],
         bmax: &mut [f32],
     ) {
-        if !is_leaf(r) {
-            if let Some((lo, hi)) = self.cached_box(r) {
+        if !is_leaf(r)
+            && let Some((lo, hi)) = self.cached_box(r) {
                 merge(bmin, bmax, lo, hi);
                 return;
             }
-        }
         self.scan_run(store, start, start + count, bmin, bmax);
     }
 

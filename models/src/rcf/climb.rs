@@ -78,8 +78,8 @@ impl Level<'_, '_> {
         if let Some(a) = self.attr.as_deref_mut() {
             g.attribute_level(a, lo, hi, 1.0 - prob, unseen / f64::from(gap + span));
         }
-        if let Some(r) = self.rng.as_deref_mut() {
-            if r.next_f64() < prob {
+        if let Some(r) = self.rng.as_deref_mut()
+            && r.next_f64() < prob {
                 let (cut_dim, cut_value) = draw_cut(p, lo, hi, gap, r);
                 self.plan = Plan::Split {
                     level,
@@ -87,7 +87,6 @@ impl Level<'_, '_> {
                     cut_value,
                 };
             }
-        }
     }
 }
 

@@ -34,7 +34,7 @@ impl Tree {
         let arrays_ok = self.box_slot.len() == nodes
             && self.masses.len() == leaves
             && leaves <= nodes + 1
-            && self.boxes.len() % (2 * self.dims).max(1) == 0;
+            && self.boxes.len().is_multiple_of((2 * self.dims).max(1));
         if !arrays_ok || !self.box_owners_agree() {
             return false;
         }

@@ -92,7 +92,7 @@ impl PointStore {
         let step = step.clamp(1, dims.max(1));
         // Shingles overlap by whole rows only when the row width divides
         // the dimension (it always does for internal shingling).
-        let step = if dims % step == 0 { step } else { dims.max(1) };
+        let step = if dims.is_multiple_of(step) { step } else { dims.max(1) };
         Self {
             dims,
             step,
@@ -115,7 +115,7 @@ impl PointStore {
     /// names a whole point of the arena.
     pub(crate) fn ref_index(&self, handle: u32) -> Option<usize> {
         let h = handle as usize;
-        (h % self.step == 0 && h.checked_add(self.dims)? <= self.arena.len())
+        (h.is_multiple_of(self.step) && h.checked_add(self.dims)? <= self.arena.len())
             .then_some(h / self.step)
     }
 

@@ -368,7 +368,7 @@ fn box_cache_threshold_trades_memory_for_boxes() {
             + store.heap_bytes();
         let heap = f.heap_bytes();
         // Besides: the trees' and groups' own structs, the shingle, scratch.
-        let fixed = trees.len() * std::mem::size_of::<tree::Tree>() + 4096;
+        let fixed = std::mem::size_of_val(trees) + 4096;
         assert!(
             parts <= heap && heap - parts < fixed,
             "mass {mass}: parts {parts} of {heap} bytes"

@@ -109,7 +109,7 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         let (mut gpus, mut hosts) = (Interner::default(), Interner::default());
         training::for_each_row(path, &mut gpus, &mut hosts, None, |r| {
             n_rows += 1;
-            if n_rows % 65_536 == 0 {
+            if n_rows.is_multiple_of(65_536) {
                 pb.inc(65_536);
             }
             let g = r.gpu as usize;

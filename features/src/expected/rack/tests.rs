@@ -34,7 +34,7 @@ fn run(
         for half in 0..2 {
             let ts = m * 60_000 + half * 30_000;
             for (g, base) in gpus.iter_mut().enumerate() {
-                let busy = (g + m as usize / 30) % 3 != 0;
+                let busy = !(g + m as usize / 30).is_multiple_of(3);
                 let power = if busy { 650.0 } else { 80.0 };
                 // Each GPU its own slot offset and thermal resistance.
                 let r_th = 0.066 + 0.001 * (g % 8) as f32;
@@ -135,7 +135,7 @@ fn a_phase_first_entered_in_hot_air_does_not_learn_the_heat() {
         for half in 0..2 {
             let ts = m * 60_000 + half * 30_000;
             for (g, base) in fleet.iter_mut().enumerate() {
-                push(&mut t, base, ts, 22.0, (g + m as usize / 30) % 3 != 0);
+                push(&mut t, base, ts, 22.0, !(g + m as usize / 30).is_multiple_of(3));
             }
             push(&mut t, &mut lone, ts, 22.0, true);
         }
