@@ -174,11 +174,12 @@ impl Thresholder {
 
     fn push(&mut self, x: f64) {
         if self.recent.len() == self.config.window
-            && let Some(old) = self.recent.pop_front() {
-                let i = self.sorted.partition_point(|v| *v < old);
-                debug_assert!(self.sorted.get(i) == Some(&old));
-                self.sorted.remove(i);
-            }
+            && let Some(old) = self.recent.pop_front()
+        {
+            let i = self.sorted.partition_point(|v| *v < old);
+            debug_assert!(self.sorted.get(i) == Some(&old));
+            self.sorted.remove(i);
+        }
         self.recent.push_back(x);
         let i = self.sorted.partition_point(|v| *v < x);
         self.sorted.insert(i, x);

@@ -204,19 +204,20 @@ impl GpuState {
         let mut fail_kind = None;
         let mut g = 0.0;
         if let Some(f) = &self.failure
-            && ts >= f.onset_ms {
-                fail_kind = Some(f.kind);
-                g = growth(f.progress(ts));
-                match f.kind {
-                    FailureKind::Thermal => r_mult = 1.0 + 1.2 * g,
-                    FailureKind::Pcie if f.progress(ts) > 0.85 => link_width = 8.0,
-                    FailureKind::Straggler if ts < f.end_ms && d.util > 0.5 => {
-                        clock_f = f.clock_factor;
-                        power_f = f.power_factor;
-                    }
-                    _ => {}
+            && ts >= f.onset_ms
+        {
+            fail_kind = Some(f.kind);
+            g = growth(f.progress(ts));
+            match f.kind {
+                FailureKind::Thermal => r_mult = 1.0 + 1.2 * g,
+                FailureKind::Pcie if f.progress(ts) > 0.85 => link_width = 8.0,
+                FailureKind::Straggler if ts < f.end_ms && d.util > 0.5 => {
+                    clock_f = f.clock_factor;
+                    power_f = f.power_factor;
                 }
+                _ => {}
             }
+        }
 
         // Work → power, with the power cap and the thermal slowdown.
         let util = if busy {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ConfigError, err};
+use super::error::{ConfigError, err};
 
 /// A duration written as a string (`"30s"`, `"5m"`, `"1h30m"`), checked
 /// when the file is read so that a bad one is reported at its line.

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use features::FeatureConfig;
 
 use super::duration::{self, ConfigDuration, Spelled};
-use super::{ConfigError, err};
+use super::error::{ConfigError, err};
 
 /// The `[features]` table as written; a key left out keeps
 /// `FeatureConfig::default()`'s value.

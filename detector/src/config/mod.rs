@@ -18,6 +18,7 @@ use features::FeatureConfig;
 use serde::Deserialize;
 
 mod duration;
+mod error;
 mod feature_stage;
 mod sections;
 mod source;
@@ -25,6 +26,8 @@ mod source;
 mod tests;
 
 pub use duration::ConfigDuration;
+pub use error::ConfigError;
+use error::err;
 pub use feature_stage::RawFeatures;
 pub use sections::{RawApi, RawCheckpoint, RawExport, RawModels, RawPipeline};
 pub use source::{FileSource, KafkaSource, RawSource, SimulatorSource, SourceKind};
@@ -88,21 +91,6 @@ pub struct Config {
     pub model_dir: Option<PathBuf>,
     /// How often `model_dir` is looked at (none: not watched).
     pub model_watch_every: Option<Duration>,
-}
-
-/// A config problem, naming the key.
-#[derive(Debug, thiserror::Error)]
-#[error("{key}: {message}")]
-pub struct ConfigError {
-    pub key: String,
-    pub message: String,
-}
-
-fn err(key: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        key: key.into(),
-        message: message.into(),
-    }
 }
 
 impl RawConfig {

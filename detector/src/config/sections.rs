@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::duration::{self, ConfigDuration, Spelled};
-use super::{ConfigError, err};
+use super::error::{ConfigError, err};
 
 /// `[pipeline]`: shards and seeds.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer};
 
 use super::duration::{self, ConfigDuration, Spelled};
-use super::{ConfigError, err};
+use super::error::{ConfigError, err};
 use crate::sources::kafka::KafkaSettings;
 
 /// The `[source]` table as written.

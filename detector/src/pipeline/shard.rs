@@ -285,20 +285,22 @@ impl Shard {
         if components[Kind::HardFailure as usize] >= 1.0
             && hard_xid.is_none()
             && !self.hard.contains_key(&row.gpu)
-            && let Some((_, e)) = reasons.iter().find(|(k, _)| *k == Kind::HardFailure) {
-                self.hard.insert(
-                    row.gpu.clone(),
-                    Sticky {
-                        since_ms: row.ts_ms,
-                        evidence: e.clone(),
-                    },
-                );
-            }
+            && let Some((_, e)) = reasons.iter().find(|(k, _)| *k == Kind::HardFailure)
+        {
+            self.hard.insert(
+                row.gpu.clone(),
+                Sticky {
+                    since_ms: row.ts_ms,
+                    evidence: e.clone(),
+                },
+            );
+        }
         if let Some(st) = self.hard.get(&row.gpu)
-            && components[Kind::HardFailure as usize] < 1.0 {
-                components[Kind::HardFailure as usize] = 1.0;
-                reasons.push((Kind::HardFailure, st.evidence.clone()));
-            }
+            && components[Kind::HardFailure as usize] < 1.0
+        {
+            components[Kind::HardFailure as usize] = 1.0;
+            reasons.push((Kind::HardFailure, st.evidence.clone()));
+        }
         let slot = self
             .grades
             .entry(row.gpu.clone())

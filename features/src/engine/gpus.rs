@@ -93,10 +93,11 @@ impl GpuTable {
         // is next in line anyway; a hash probe is a cache miss).
         let hint = self.next_hint as usize;
         if let Some(Some(e)) = self.slots.get(hint)
-            && Arc::ptr_eq(&e.id, gpu) {
-                self.next_hint = self.next_hint.wrapping_add(1);
-                return Some(hint as u32);
-            }
+            && Arc::ptr_eq(&e.id, gpu)
+        {
+            self.next_hint = self.next_hint.wrapping_add(1);
+            return Some(hint as u32);
+        }
         let i = self.find_indexed(gpu)?;
         self.next_hint = i.wrapping_add(1);
         Some(i)

@@ -212,7 +212,8 @@ impl Parts<'_> {
 
         // Expected vs actual.
         let stride = cfg.rls_update_stride;
-        let learn = !settling && !transitioning && st.samples.wrapping_add(st.salt).is_multiple_of(stride);
+        let learn =
+            !settling && !transitioning && st.samples.wrapping_add(st.salt).is_multiple_of(stride);
         let inputs = ExpectedInputs {
             gpu_temp: temp,
             memory_temp: mem_temp,

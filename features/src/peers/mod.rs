@@ -249,10 +249,11 @@ impl CohortStats {
         let min = self.min_cohort;
         let scratch = &mut self.scratch;
         if let Some(c) = self.cohorts.get_mut(id)
-            && c.dirty {
-                c.provisional = RobustStats::compute(&c.values, &SCALE_FLOORS, min, scratch);
-                c.dirty = false;
-            }
+            && c.dirty
+        {
+            c.provisional = RobustStats::compute(&c.values, &SCALE_FLOORS, min, scratch);
+            c.dirty = false;
+        }
     }
 
     /// Computes the closed bucket's statistics of cohort `id` if pending
@@ -261,10 +262,11 @@ impl CohortStats {
         let min = self.min_cohort;
         let scratch = &mut self.scratch;
         if let Some(c) = self.cohorts.get_mut(id)
-            && c.closed_pending {
-                c.completed = RobustStats::compute(&c.closed, &SCALE_FLOORS, min, scratch);
-                c.closed_pending = false;
-            }
+            && c.closed_pending
+        {
+            c.completed = RobustStats::compute(&c.closed, &SCALE_FLOORS, min, scratch);
+            c.closed_pending = false;
+        }
     }
 
     /// The statistics of the bucket that holds `ts_ms`, as of now (call

@@ -82,13 +82,14 @@ impl<K: Hash + Eq + Clone, V> KeyedSlab<K, V> {
         let mut removed = 0;
         for (id, slot) in self.entries.iter_mut().enumerate() {
             if let Some((k, v)) = slot
-                && !keep(k, v) {
-                    self.index.remove(k);
-                    *slot = None;
-                    self.free
-                        .push(u32::try_from(id).expect("ids fit in u32 by construction"));
-                    removed += 1;
-                }
+                && !keep(k, v)
+            {
+                self.index.remove(k);
+                *slot = None;
+                self.free
+                    .push(u32::try_from(id).expect("ids fit in u32 by construction"));
+                removed += 1;
+            }
         }
         if removed > 0 {
             self.epoch = self.epoch.wrapping_add(1);

@@ -95,10 +95,11 @@ impl Tree {
         bmax: &mut [f32],
     ) {
         if !is_leaf(r)
-            && let Some((lo, hi)) = self.cached_box(r) {
-                merge(bmin, bmax, lo, hi);
-                return;
-            }
+            && let Some((lo, hi)) = self.cached_box(r)
+        {
+            merge(bmin, bmax, lo, hi);
+            return;
+        }
         self.scan_run(store, start, start + count, bmin, bmax);
     }
 

@@ -79,14 +79,15 @@ impl Level<'_, '_> {
             g.attribute_level(a, lo, hi, 1.0 - prob, unseen / f64::from(gap + span));
         }
         if let Some(r) = self.rng.as_deref_mut()
-            && r.next_f64() < prob {
-                let (cut_dim, cut_value) = draw_cut(p, lo, hi, gap, r);
-                self.plan = Plan::Split {
-                    level,
-                    cut_dim,
-                    cut_value,
-                };
-            }
+            && r.next_f64() < prob
+        {
+            let (cut_dim, cut_value) = draw_cut(p, lo, hi, gap, r);
+            self.plan = Plan::Split {
+                level,
+                cut_dim,
+                cut_value,
+            };
+        }
     }
 }
 

@@ -92,7 +92,11 @@ impl PointStore {
         let step = step.clamp(1, dims.max(1));
         // Shingles overlap by whole rows only when the row width divides
         // the dimension (it always does for internal shingling).
-        let step = if dims.is_multiple_of(step) { step } else { dims.max(1) };
+        let step = if dims.is_multiple_of(step) {
+            step
+        } else {
+            dims.max(1)
+        };
         Self {
             dims,
             step,

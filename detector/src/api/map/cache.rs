@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use features::GpuId;
 
+use super::cells::{Cells, Layout};
 use super::frame;
 use crate::assess::HealthState;
 use crate::risk_table::RiskTable;
@@ -57,94 +58,6 @@ fn risk_pct(risk: f64) -> u8 {
 
 /// (cluster, rack, host, GPU, model) of one cell, sorted into the layout.
 type Row = (Arc<str>, Arc<str>, Arc<str>, GpuId, Arc<str>);
-
-/// The layout: names interned once, per-GPU arrays in cell order.
-#[derive(Debug, Default)]
-pub struct Layout {
-    /// Changes whenever the set of GPUs changes (wall-clock ms of the
-    /// rebuild, so it also changes across restarts).
-    pub layout_version: u64,
-    pub clusters: Vec<Arc<str>>,
-    pub rack_names: Vec<Arc<str>>,
-    /// Index into `clusters`.
-    pub rack_cluster: Vec<u32>,
-    pub host_names: Vec<Arc<str>>,
-    /// Index into `rack_names`.
-    pub host_rack: Vec<u32>,
-    pub models: Vec<Arc<str>>,
-    pub gpu_ids: Vec<GpuId>,
-    /// Index into `host_names`.
-    pub gpu_host: Vec<u32>,
-    /// Index into `models`.
-    pub gpu_model: Vec<u32>,
-}
-
-/// Every cell's state, risk and job with the version it last changed at:
-/// what a request needs to answer `/v1/map/states`, shared immutably.
-#[derive(Debug, Default, Clone)]
-pub struct Cells {
-    pub layout_version: u64,
-    pub version: u64,
-    pub code: Vec<u8>,
-    pub risk: Vec<u8>,
-    pub job: Vec<u32>,
-    pub changed_at: Vec<u64>,
-    /// Job names, interned; 0 is "no job".
-    pub jobs: Vec<Arc<str>>,
-    /// Version at which each job name was interned (non-decreasing).
-    pub job_added: Vec<u64>,
-}
-
-/// Cells that changed since a version, as parallel arrays.
-#[derive(Debug, Default, PartialEq)]
-pub struct Delta {
-    pub layout_version: u64,
-    pub version: u64,
-    /// Whether this holds every cell, in cell order (asked with `since=0`,
-    /// or `since` was unknown); `idx` is then left empty.
-    pub full: bool,
-    pub idx: Vec<u32>,
-    pub state: Vec<u8>,
-    pub risk: Vec<u8>,
-    /// Index into the job names; 0 is "no job".
-    pub job: Vec<u32>,
-    /// Index of `jobs[0]` in the page's job list.
-    pub jobs_from: u32,
-    /// Job names first seen after `since`.
-    pub jobs: Vec<Arc<str>>,
-}
-
-impl Cells {
-    /// Cells changed after `since` (all of them for 0 or a future version).
-    pub fn delta(&self, since: u64) -> Delta {
-        let full = since == 0 || since > self.version;
-        let since = if full { 0 } else { since };
-        let mut d = Delta {
-            layout_version: self.layout_version,
-            version: self.version,
-            full,
-            ..Delta::default()
-        };
-        if full {
-            d.state = self.code.clone();
-            d.risk = self.risk.clone();
-            d.job = self.job.clone();
-        } else {
-            for (i, &at) in self.changed_at.iter().enumerate() {
-                if at > since {
-                    d.idx.push(i as u32);
-                    d.state.push(self.code[i]);
-                    d.risk.push(self.risk[i]);
-                    d.job.push(self.job[i]);
-                }
-            }
-        }
-        let from = self.job_added.partition_point(|&v| v <= since);
-        d.jobs_from = from as u32;
-        d.jobs = self.jobs[from..].to_vec();
-        d
-    }
-}
 
 /// The cache behind `/v1/map` and `/v1/map/states`.
 #[derive(Debug, Default)]
@@ -318,7 +231,7 @@ impl MapCache {
     }
 
     #[cfg(test)]
-    pub fn delta(&self, since: u64) -> Delta {
+    pub fn delta(&self, since: u64) -> super::cells::Delta {
         self.cells.delta(since)
     }
 }

@@ -114,7 +114,7 @@ pub fn decode(b: &[u8]) -> (Value, std::collections::BTreeMap<String, Vec<u64>>)
 /// `gpu_model` (u32 per cell), `gpu_id_end` (u32 per cell: end offset of
 /// its id in `gpu_id_bytes`) and `gpu_id_bytes` (the ids' UTF-8, back to
 /// back).
-pub fn layout(l: &super::cache::Layout) -> Bytes {
+pub fn layout(l: &super::cells::Layout) -> Bytes {
     let mut ids = Vec::with_capacity(l.gpu_ids.iter().map(|s| s.len()).sum());
     let mut ends = Vec::with_capacity(l.gpu_ids.len());
     for id in &l.gpu_ids {
@@ -146,7 +146,7 @@ pub fn layout(l: &super::cache::Layout) -> Bytes {
 /// `GET /v1/map/states`: header {layout_version, version, full, n,
 /// jobs_from, jobs}; columns `idx` (u32, absent when `full`: then every
 /// cell in order), `job` (u32), `state` and `risk` (u8), `n` long.
-pub fn states(d: &super::cache::Delta) -> Bytes {
+pub fn states(d: &super::cells::Delta) -> Bytes {
     let header = object(json!({
         "layout_version": d.layout_version,
         "version": d.version,

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 
-use super::cache::{Cells, MapCache, Poisoned};
+use super::cache::{MapCache, Poisoned};
+use super::cells::Cells;
 use crate::api::ApiError;
 use crate::state::State;
 

@@ -10,6 +10,7 @@
 //! request path; the pipeline and the rest of the API know nothing of it.
 
 mod cache;
+mod cells;
 mod frame;
 mod hub;
 #[cfg(test)]

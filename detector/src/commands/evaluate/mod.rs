@@ -24,44 +24,16 @@
 //! This module reads and scores the rows; the report itself is
 //! `evaluation::model_report`, the scenario suite `scenario`.
 
+mod args;
 mod scenario;
 
-use std::path::PathBuf;
+pub use args::EvaluateArgs;
 
 use anyhow::Context;
-use clap::Args;
 use datasets::training::{self, Fates, Interner, Outcome};
 use evaluation::model_report::{self, Event, ReportInput, Rows};
 use models::failure::{FailureModel, INPUT_WIDTH, InputState};
 use models::trend::TrendConfig;
-
-/// Evaluate a failure model on feature exports, or (`--scenario`) the
-/// whole pipeline on the scenario suite.
-#[derive(Args, Debug)]
-pub struct EvaluateArgs {
-    /// The model artifact (`forewarn train --out …`). With `--scenario`:
-    /// optional, loaded into the pipeline as `backtest --model` does.
-    #[arg(long, required_unless_present = "scenario")]
-    pub model: Option<PathBuf>,
-    /// Feature exports to evaluate on (never used for training).
-    #[arg(long, required_unless_present = "scenario", num_args = 1..)]
-    pub data: Vec<PathBuf>,
-    #[command(flatten)]
-    pub scenarios: scenario::ScenarioArgs,
-    /// Failure labels, one per data file or one for all.
-    #[arg(long, num_args = 1..)]
-    pub labels: Vec<PathBuf>,
-    /// Report directory (report.md and PNGs; with `--scenario` also
-    /// summary.json and each scenario's alerts).
-    #[arg(long, default_value = "evaluation")]
-    pub out: PathBuf,
-    /// Fraction of negative rows sampled for row-level figures.
-    #[arg(long, default_value_t = 0.05)]
-    pub negative_rate: f64,
-    /// Seed of the negative sampling; with `--scenario`, the suite seed.
-    #[arg(long, default_value_t = 7)]
-    pub seed: u64,
-}
 
 /// Runs `forewarn evaluate`.
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {

@@ -10,43 +10,20 @@
 //! decoder the file source uses and are counted as undecodable (a message
 //! that still decodes joins the stream, as it would from a file).
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use alerts::AlertEvent;
 use anyhow::Context;
-use clap::Args;
 use datasets::scenarios::{self, ScenarioRun};
 use datasets::simulator::Simulator;
 use evaluation::score::{self, Truth};
 use evaluation::{Outcome, summary};
 
-use super::EvaluateArgs;
+use super::args::EvaluateArgs;
 use crate::commands::backtest::run_pipeline;
 use crate::config::RawConfig;
 use crate::pipeline::AlertSink;
-
-/// The scenario mode's flags (`--model`, `--out`, `--seed` are shared).
-#[derive(Args, Debug, Default)]
-pub struct ScenarioArgs {
-    /// Run the scenario suite instead: a scenario name, a comma-separated
-    /// list, or `all` (see `datasets::scenarios::NAMES`).
-    #[arg(long)]
-    pub scenario: Option<String>,
-    /// Reduced sizes (64 GPUs, shorter runs): the CI gate.
-    #[arg(long)]
-    pub reduced: bool,
-    /// Config file (pipeline, features, alert policy), as for `backtest`.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Shard threads (overrides the config).
-    #[arg(long)]
-    pub shards: Option<usize>,
-    /// Report only: exit 0 even when a target is missed.
-    #[arg(long)]
-    pub report_only: bool,
-}
 
 /// Collects alert events in memory for scoring.
 struct Collect(Arc<Mutex<Vec<AlertEvent>>>);

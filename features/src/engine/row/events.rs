@@ -80,10 +80,11 @@ impl Parts<'_> {
             st.topo.job.clone().or_else(|| st.topo.host.clone())
         };
         if let Some(p) = st.pending_xid
-            && ts >= p.ts_ms + cfg.xid_window_ms {
-                let g = group(st);
-                self.judge(st, sample, g.as_ref(), p, events);
-            }
+            && ts >= p.ts_ms + cfg.xid_window_ms
+        {
+            let g = group(st);
+            self.judge(st, sample, g.as_ref(), p, events);
+        }
         let Some(x) = sample.metrics.get(Field::XidErrors) else {
             return;
         };

@@ -135,7 +135,13 @@ fn a_phase_first_entered_in_hot_air_does_not_learn_the_heat() {
         for half in 0..2 {
             let ts = m * 60_000 + half * 30_000;
             for (g, base) in fleet.iter_mut().enumerate() {
-                push(&mut t, base, ts, 22.0, !(g + m as usize / 30).is_multiple_of(3));
+                push(
+                    &mut t,
+                    base,
+                    ts,
+                    22.0,
+                    !(g + m as usize / 30).is_multiple_of(3),
+                );
             }
             push(&mut t, &mut lone, ts, 22.0, true);
         }

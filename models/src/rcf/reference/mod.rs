@@ -140,12 +140,13 @@ impl RefTree {
         let norm = (self.mass as f64 + 1.0).log2();
         let (leaf, depth) = leaf_of(root, p, 0);
         if let Node::Leaf { point, mass } = leaf
-            && point.as_slice() == p {
-                let m = f64::from(*mass);
-                let damp = 1.0 - m / (2.0 * self.mass as f64);
-                let score = damp * (1.0 / (depth as f64 + (m + 1.0).log2())) * norm;
-                return (score, vec![score / (2 * dims) as f64; 2 * dims]);
-            }
+            && point.as_slice() == p
+        {
+            let m = f64::from(*mass);
+            let damp = 1.0 - m / (2.0 * self.mass as f64);
+            let score = damp * (1.0 / (depth as f64 + (m + 1.0).log2())) * norm;
+            return (score, vec![score / (2 * dims) as f64; 2 * dims]);
+        }
         let (score, attr) = isolate(root, p, 0, Sums::for_dims(dims));
         (score * norm, attr.into_iter().map(|t| t * norm).collect())
     }
