@@ -25,8 +25,17 @@ use serde::{Deserialize, Serialize};
 
 /// Checkpoint files kept.
 pub const KEEP: usize = 3;
-/// Format version; bumped on incompatible changes.
-pub const VERSION: u32 = 1;
+/// Format version; bumped on incompatible changes. 2: the forest snapshot
+/// layout of models' `rcf` v2 (the v1 layout is no longer read).
+pub const VERSION: u32 = 2;
+
+/// Only the version of an envelope, read before the rest so that a
+/// checkpoint of another format is refused with its version, not with
+/// whatever field the new layout misses first.
+#[derive(Deserialize)]
+struct Header {
+    version: u32,
+}
 
 /// Next offset to read per (topic, partition).
 pub type Offsets = BTreeMap<(String, i32), i64>;
@@ -199,15 +208,23 @@ struct EnvelopeRef<'a> {
 }
 
 fn read(path: &Path) -> anyhow::Result<Checkpoint> {
-    let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let env: Envelope = ciborium::from_reader(std::io::BufReader::new(f))
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let head: Header = ciborium::from_reader(bytes.as_slice())
         .map_err(|e| anyhow::anyhow!("decoding {}: {e}", path.display()))?;
     anyhow::ensure!(
-        env.version == VERSION,
-        "{} has checkpoint format {}, this build reads {VERSION}",
+        head.version == VERSION,
+        "{} has checkpoint format {}, this build reads {VERSION}: it was written by {} forewarn; \
+         move the checkpoint directory away to start cold",
         path.display(),
-        env.version
+        head.version,
+        if head.version < VERSION {
+            "an older"
+        } else {
+            "a newer"
+        }
     );
+    let env: Envelope = ciborium::from_reader(bytes.as_slice())
+        .map_err(|e| anyhow::anyhow!("decoding {}: {e}", path.display()))?;
     Ok(env.checkpoint)
 }
 

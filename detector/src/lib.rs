@@ -5,10 +5,23 @@
 //! pipeline, checkpoints, the REST API, metrics and tracing. It is the only
 //! crate that knows rdkafka and serves HTTP.
 //!
-//! Layout:
-//! - [`cli`]: the clap command tree; one `Args` struct per command.
-//! - [`commands`]: one module per command (`simulate`, …), each a `run(&Args)`.
-//! - [`progress`]: progress bars that only draw on a terminal.
+//! Layout, leaves first (`scripts/check-cycles.sh` keeps it acyclic):
+//! - [`metrics`], [`checkpoint`], [`priority`], [`stats`]: depend on nothing
+//!   else in the crate.
+//! - [`risk_table`] and [`state`]: the shared data REST reads (risk table,
+//!   alert view, metrics, model status).
+//! - [`export`]: Parquet exports of what the pipeline saw and decided.
+//! - [`reload`]: loading failure models and handing them to the shards.
+//! - [`pipeline`]: the sharded feature → model → alert stage and its handle.
+//! - [`sources`]: simulator, files and Kafka, all decoding through
+//!   `features::decode::Decoder`.
+//! - [`config`]: the typed TOML configuration and its validation.
+//! - [`api`]: the axum routes, with the OpenAPI document generated from them.
+//! - [`cli`], [`commands`], [`progress`]: the command line, one module per
+//!   command, progress bars that only draw on a terminal.
+//!
+//! Risk fusion and the hard-failure rules are `models::assess`; scenario
+//! scoring and its plots are the `evaluation` crate.
 
 pub mod api;
 pub mod checkpoint;

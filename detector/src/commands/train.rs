@@ -29,7 +29,7 @@ pub struct TrainArgs {
     #[arg(long, num_args = 1..)]
     pub labels: Vec<PathBuf>,
     /// Predict failures this far ahead (`24h`, `90m`, `2d`).
-    #[arg(long, default_value = "24h", value_parser = parse_duration_ms)]
+    #[arg(long, default_value = "24h", value_parser = parse_horizon_ms)]
     pub horizon: i64,
     /// Output artifact.
     #[arg(long, default_value = "model.fwm")]
@@ -85,24 +85,16 @@ pub enum BoosterArg {
 
 pub use crate::reload::load_model;
 
-/// Parses `24h`, `90m`, `2d`, `3600s` to milliseconds.
-pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len()));
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number and a unit, e.g. 24h"))?;
-    let ms = match unit {
-        "s" => 1e3,
-        "m" => 6e4,
-        "h" | "" => 3.6e6,
-        "d" => 8.64e7,
-        _ => return Err(format!("{s:?}: unit must be s, m, h or d")),
-    };
-    if v.is_nan() || v <= 0.0 {
+/// `--horizon`: the one duration grammar (`24h`, `90m`, `2d`, `1h30m`);
+/// a bare number is read as hours, as it used to be, with a warning.
+pub fn parse_horizon_ms(s: &str) -> Result<i64, String> {
+    use features::time::{LegacyUnit, duration_ms, parse_duration_or_legacy};
+    let d =
+        parse_duration_or_legacy(s, LegacyUnit::Hours, "--horizon").map_err(|e| e.to_string())?;
+    if d.is_zero() {
         return Err(format!("{s:?}: must be positive"));
     }
-    Ok((v * ms) as i64)
+    Ok(duration_ms(d))
 }
 
 /// Reads every data file into sets, each row's input built with a
