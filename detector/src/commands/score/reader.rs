@@ -37,17 +37,38 @@ pub(super) fn csv_reader<R: Read>(input: R) -> csv::Reader<R> {
     csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
+        // Records end at `\n` only: the csv crate's default CRLF mode ends a
+        // record at the `\r` and counts the `\n` into the next record's
+        // position, so every line number of a CRLF file came out one short.
+        // The `\r` is taken off the last field by `read_record`.
+        .terminator(csv::Terminator::Any(b'\n'))
         .buffer_capacity(1 << 16)
         .from_reader(input)
+}
+
+/// Reads one record, without the `\r` of a CRLF line ending.
+pub(super) fn read_record<R: Read>(
+    rdr: &mut csv::Reader<R>,
+    rec: &mut csv::ByteRecord,
+) -> csv::Result<bool> {
+    if !rdr.read_byte_record(rec)? {
+        return Ok(false);
+    }
+    let n = rec.len();
+    if let Some(last) = rec.get(n.saturating_sub(1))
+        && let Some(kept) = last.strip_suffix(b"\r")
+    {
+        let kept = kept.to_vec();
+        rec.truncate(n - 1);
+        rec.push_field(&kept);
+    }
+    Ok(true)
 }
 
 /// Reads the header row.
 pub(super) fn read_header<R: Read>(rdr: &mut csv::Reader<R>) -> Result<Vec<String>> {
     let mut rec = csv::ByteRecord::new();
-    if !rdr
-        .read_byte_record(&mut rec)
-        .context("failed to read the header")?
-    {
+    if !read_record(rdr, &mut rec).context("failed to read the header")? {
         bail!("input is empty: a header row is required");
     }
     rec.iter()
@@ -74,7 +95,7 @@ pub(super) fn read_batches<R: Read>(
         let mut batch = Batch::default();
         while batch.ts_end.len() < BATCH_ROWS {
             let before = rdr.position().byte();
-            match rdr.read_byte_record(&mut rec) {
+            match read_record(&mut rdr, &mut rec) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
