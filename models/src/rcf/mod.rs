@@ -8,49 +8,46 @@
 //! snapshot of the whole state.
 //!
 //! # Layout
-//! - `config.rs`: builder, defaults, `validate()`.
-//! - `forest.rs`: the forest; `forest/batch.rs`: batches over parallel tree groups;
-//!   `shingle.rs`: rows to points, missing values.
-//! - `tree.rs`: compact tree with its leaves in order, insert/delete;
-//!   `masses.rs`: leaf multiplicities; `box_cache.rs`: cached boxes, kept in `lines.rs`'s
-//!   cache-line aligned storage; `boxes.rs`: box arithmetic; `traversal.rs`:
-//!   paths, lockstep descent, score formula; `lookup.rs`: its point and
-//!   node-table reads;
-//!   `climb.rs`: the climb that scores and plans insertion; `geo.rs`: its
-//!   point and running box (SIMD for 2, 3, 4, 6, 8, 12, 16, 32 dims);
-//!   `kernel.rs`: the score-only climb and leaf scan on SIMD points;
-//!   `isa.rs`: the scoring loop and its variants per instruction set, chosen at run time;
-//!   `avx8.rs`: its x86-64-v3 climb at 8 dimensions;
+//! - `config.rs`: builder, defaults, `validate()`; `error.rs`: `RcfError`.
+//! - `forest.rs`: the forest; `forest/batch.rs`: batches over parallel tree
+//!   groups; `shingle.rs`: rows to points, missing values.
+//! - `tree/`: the compact tree with its leaves in order, insert/delete
+//!   (`mod.rs`); `masses.rs`: leaf multiplicities; `box_cache.rs`: cached
+//!   boxes, kept in `lines.rs`'s cache-line aligned storage;
 //!   `invariants.rs`: self-checks.
-//! - `sampler.rs`: time-decayed reservoir; `point_store.rs`: shared points.
-//! - `attribution.rs`: `DiVector`; `thresholded.rs`: forest + calibration.
-//! - `snapshot.rs`: the snapshot format version.
-//! - `error.rs`: `RcfError`.
+//! - `score/`: the fast scoring paths: `traversal.rs` (paths, lockstep
+//!   descent, score formula) and `lookup.rs` (its table reads); `climb.rs`
+//!   (the climb that scores and plans insertion) and `geo.rs` (its SIMD
+//!   point and running box); `kernel.rs` (score-only climb and leaf scan);
+//!   `isa.rs` (the scoring loop and its per-instruction-set variants, with
+//!   the one list of target features) and `avx8.rs` (the x86-64-v3 climb at
+//!   8 dimensions).
+//! - `store/`: `point_store.rs` (shared points) and `sampler.rs`
+//!   (time-decayed reservoir).
+//! - `boxes.rs`: box arithmetic; `attribution.rs`: `DiVector`;
+//!   `thresholded.rs`: forest + calibration; `snapshot.rs`: the snapshot
+//!   format version.
+//! - `reference/` (tests only): the plain recursive scorer from the paper
+//!   that every fast path is checked against, bit for bit.
 
 mod attribution;
-#[cfg(target_arch = "x86_64")]
-mod avx8;
 #[macro_use]
 mod boxes;
-mod box_cache;
-mod climb;
 mod config;
 mod error;
 mod forest;
-mod geo;
-mod invariants;
-mod isa;
-mod kernel;
-mod lines;
-mod lookup;
-mod masses;
-mod point_store;
-mod sampler;
+mod score;
 mod shingle;
 mod snapshot;
+mod store;
 mod thresholded;
-mod traversal;
 mod tree;
+
+// The moved modules keep their old paths (`super::traversal`, …) for
+// the files that stay at this level.
+use score::{climb, geo, isa, kernel, lookup, traversal};
+use store::{point_store, sampler};
+use tree::{lines, masses};
 
 pub use attribution::{DiVector, Direction};
 pub use config::{ForestBuilder, ForestConfig};

@@ -10,15 +10,15 @@
 
 use wide::f32x4;
 
-use super::boxes::gap_span;
-use super::climb::attribute_terms;
-use super::kernel::Scan;
-use super::point_store::PointStore;
-use super::traversal::Path;
-use super::tree::Tree;
+use crate::rcf::boxes::gap_span;
+use crate::rcf::climb::attribute_terms;
+use crate::rcf::kernel::Scan;
+use crate::rcf::point_store::PointStore;
+use crate::rcf::traversal::Path;
+use crate::rcf::tree::Tree;
 
 /// The scored point and the running bounding box of a climb.
-pub(super) trait Geo {
+pub(in crate::rcf) trait Geo {
     fn p(&self) -> &[f32];
     /// The box becomes the single point `q`.
     fn reset(&mut self, q: &[f32]);
@@ -62,10 +62,10 @@ pub(super) trait Geo {
 }
 
 /// `Geo` for any dimension, on the scratch buffers of a `Climb`.
-pub(super) struct Dyn<'a> {
-    pub(super) p: &'a [f32],
-    pub(super) lo: &'a mut [f32],
-    pub(super) hi: &'a mut [f32],
+pub(in crate::rcf) struct Dyn<'a> {
+    pub(in crate::rcf) p: &'a [f32],
+    pub(in crate::rcf) lo: &'a mut [f32],
+    pub(in crate::rcf) hi: &'a mut [f32],
 }
 
 impl Geo for Dyn<'_> {
@@ -95,16 +95,16 @@ impl Geo for Dyn<'_> {
 
 /// `Geo` for `N` coordinates, four to a SIMD register in `L = ceil(N / 4)`
 /// registers; the lanes past `N` hold zeros, which add nothing to any sum.
-pub(super) struct Packed<const L: usize, const N: usize> {
-    pub(super) p: [f32x4; L],
-    pub(super) lo: [f32x4; L],
-    pub(super) hi: [f32x4; L],
+pub(in crate::rcf) struct Packed<const L: usize, const N: usize> {
+    pub(in crate::rcf) p: [f32x4; L],
+    pub(in crate::rcf) lo: [f32x4; L],
+    pub(in crate::rcf) hi: [f32x4; L],
 }
 
 /// Loads `N` coordinates (the slice must hold at least that many) into `L`
 /// registers, zero-padded.
 #[inline(always)]
-pub(super) fn load<const L: usize, const N: usize>(x: &[f32]) -> [f32x4; L] {
+pub(in crate::rcf) fn load<const L: usize, const N: usize>(x: &[f32]) -> [f32x4; L] {
     let x = &x[..N];
     std::array::from_fn(|i| {
         let c: [f32; 4] = if 4 * i + 4 <= N {
@@ -119,7 +119,7 @@ pub(super) fn load<const L: usize, const N: usize>(x: &[f32]) -> [f32x4; L] {
 /// The gap and span sums of `p` against (`lo`, `hi`), in the order of the
 /// four partial sums of `boxes::gap_span`.
 #[inline(always)]
-pub(super) fn gap_span_packed<const L: usize>(
+pub(in crate::rcf) fn gap_span_packed<const L: usize>(
     p: &[f32x4; L],
     lo: &[f32x4; L],
     hi: &[f32x4; L],
@@ -142,7 +142,7 @@ pub(super) fn gap_span_packed<const L: usize>(
 
 impl<const L: usize, const N: usize> Packed<L, N> {
     #[inline(always)]
-    pub(super) fn new(p: &[f32]) -> Self {
+    pub(in crate::rcf) fn new(p: &[f32]) -> Self {
         let p = load::<L, N>(p);
         Self { p, lo: p, hi: p }
     }

@@ -2,9 +2,9 @@
 //! come from anywhere, so every index is bounds-checked) and by tests after
 //! long runs of inserts and deletes.
 
-use super::boxes::merge;
-use super::point_store::PointStore;
-use super::tree::{NO_BOX, NONE, Tree, is_leaf};
+use crate::rcf::boxes::merge;
+use crate::rcf::point_store::PointStore;
+use crate::rcf::tree::{NO_BOX, NONE, Tree, is_leaf};
 
 /// What a subtree check reports: its bounding box.
 struct Sub {
@@ -40,7 +40,7 @@ impl Tree {
         }
         let mut visited = 0usize;
         let shape_ok = match leaves {
-            0 => self.root == super::tree::LEAF,
+            0 => self.root == crate::rcf::tree::LEAF,
             _ => self
                 .check_sub(store, self.root, 0, leaves as u16, &mut visited)
                 .is_some(),

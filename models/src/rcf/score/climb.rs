@@ -11,12 +11,12 @@
 //! downwards), so the boxes of the bottom levels grow by scanning each
 //! sibling's run of leaves, which the tree keeps contiguous.
 
-use super::boxes::pos;
-use super::geo::{Dyn, Geo, Packed};
-use super::kernel::Scan;
-use super::point_store::PointStore;
-use super::traversal::{Climb, Path, Plan, draw_cut, sibling_run};
-use super::tree::Tree;
+use crate::rcf::boxes::pos;
+use crate::rcf::geo::{Dyn, Geo, Packed};
+use crate::rcf::kernel::Scan;
+use crate::rcf::point_store::PointStore;
+use crate::rcf::traversal::{Climb, Path, Plan, draw_cut, sibling_run};
+use crate::rcf::tree::Tree;
 use crate::rng::Xoshiro256PlusPlus;
 
 /// `1 / (k + 1)` for the depths of ordinary trees (saves a division per
@@ -33,23 +33,23 @@ const INV: [f64; 64] = {
 
 /// AWS's "seen" score for a point already stored with multiplicity `mass`.
 #[inline]
-pub(super) fn score_seen(depth: usize, mass: u16) -> f64 {
+pub(in crate::rcf) fn score_seen(depth: usize, mass: u16) -> f64 {
     1.0 / (depth as f64 + (f64::from(mass) + 1.0).log2())
 }
 
 /// Depths below this take `score_unseen` from a table.
-pub(super) const TABLED_DEPTHS: usize = INV.len();
+pub(in crate::rcf) const TABLED_DEPTHS: usize = INV.len();
 
 /// `score_unseen` for a depth below `TABLED_DEPTHS`, without a bounds
 /// check (the mask is a no-op there).
 #[inline(always)]
-pub(super) fn score_unseen_tabled(depth: usize) -> f64 {
+pub(in crate::rcf) fn score_unseen_tabled(depth: usize) -> f64 {
     const _: () = assert!(TABLED_DEPTHS.is_power_of_two());
     INV[depth % TABLED_DEPTHS]
 }
 
 #[inline(always)]
-pub(super) fn score_unseen(depth: usize) -> f64 {
+pub(in crate::rcf) fn score_unseen(depth: usize) -> f64 {
     match INV.get(depth) {
         Some(&x) => x,
         None => 1.0 / (depth as f64 + 1.0),
@@ -96,7 +96,7 @@ impl Level<'_, '_> {
 /// `inv`. Callers that know the dimension pass slices cut to it, so the
 /// loop is unrolled.
 #[inline(always)]
-pub(super) fn attribute_terms(
+pub(in crate::rcf) fn attribute_terms(
     high: &mut [f64],
     low: &mut [f64],
     p: &[f32],
@@ -115,7 +115,7 @@ pub(super) fn attribute_terms(
 /// point `q` (at distance `gap_sum`, summed over coordinates), each
 /// coordinate's share of `score` on the side `p` lies.
 #[inline(always)]
-pub(super) fn leaf_terms(
+pub(in crate::rcf) fn leaf_terms(
     high: &mut [f64],
     low: &mut [f64],
     p: &[f32],
@@ -139,7 +139,7 @@ impl Tree {
     /// insertion, climbing back along `path` (`None` for an empty tree).
     /// `attr`, if given, receives `2 * dims` attribution terms (high then
     /// low) that are *added* to, already normalised.
-    pub(super) fn climb(
+    pub(in crate::rcf) fn climb(
         &self,
         store: &PointStore,
         p: &[f32],
@@ -174,7 +174,7 @@ impl Tree {
     /// `climb` without learning, for a point already wrapped in a `Geo` (so
     /// that a forest wraps it once per point rather than once per tree).
     #[inline(always)]
-    pub(super) fn score_in<G: Geo>(
+    pub(in crate::rcf) fn score_in<G: Geo>(
         &self,
         g: &mut G,
         store: &PointStore,

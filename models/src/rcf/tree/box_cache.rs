@@ -6,9 +6,9 @@
 //! slots. A smaller subtree's box is the min and max over its run of leaves,
 //! which the tree keeps contiguous, so recomputing it is a scan, never a walk.
 
-use super::boxes::{extend, extend_n, merge};
-use super::point_store::PointStore;
-use super::tree::{NO_BOX, Tree, is_leaf};
+use crate::rcf::boxes::{extend, extend_n, merge};
+use crate::rcf::point_store::PointStore;
+use crate::rcf::tree::{NO_BOX, Tree, is_leaf};
 
 /// Spare box slots a tree's cache may hold beyond its live boxes before the
 /// capacity is given back.
@@ -25,7 +25,7 @@ impl Tree {
 
     /// The cached box of internal node `n`, if any, as (minima, maxima).
     #[inline]
-    pub(super) fn cached_box(&self, n: u16) -> Option<(&[f32], &[f32])> {
+    pub(in crate::rcf) fn cached_box(&self, n: u16) -> Option<(&[f32], &[f32])> {
         let range = self.box_range(n)?;
         Some(self.boxes[range].split_at(self.dims))
     }
@@ -34,7 +34,7 @@ impl Tree {
     /// (`kernel.rs`, `avx8.rs`): slot `s` is rows `2s` (minima) and `2s + 1`
     /// (maxima). `None` only if `N` is not the tree's dimension.
     #[inline(always)]
-    pub(super) fn box_rows<const N: usize>(&self) -> Option<&[[f32; N]]> {
+    pub(in crate::rcf) fn box_rows<const N: usize>(&self) -> Option<&[[f32; N]]> {
         bytemuck::try_cast_slice(&self.boxes).ok()
     }
 
@@ -42,7 +42,7 @@ impl Tree {
     /// maxima). A missing box's slot (`NO_BOX`) names rows past the end, so
     /// one range check covers both that and a bad slot.
     #[inline(always)]
-    pub(super) fn row_box<'r, const N: usize>(
+    pub(in crate::rcf) fn row_box<'r, const N: usize>(
         &self,
         rows: &'r [[f32; N]],
         n: u16,
@@ -56,7 +56,7 @@ impl Tree {
 
     /// `cached_box`, writable.
     #[inline]
-    pub(super) fn cached_box_mut(&mut self, n: u16) -> Option<(&mut [f32], &mut [f32])> {
+    pub(in crate::rcf) fn cached_box_mut(&mut self, n: u16) -> Option<(&mut [f32], &mut [f32])> {
         let range = self.box_range(n)?;
         let dims = self.dims;
         Some(self.boxes[range].split_at_mut(dims))
@@ -64,7 +64,7 @@ impl Tree {
 
     /// Grows (`bmin`, `bmax`) by the points of the leaves at positions
     /// `from..to` of the leaf order.
-    pub(super) fn scan_run(
+    pub(in crate::rcf) fn scan_run(
         &self,
         store: &PointStore,
         from: u16,
@@ -85,7 +85,7 @@ impl Tree {
     /// Grows (`bmin`, `bmax`) by the subtree at child reference `r`, whose
     /// run is `[start, start + count)`: its cached box if it has one, else
     /// its leaves.
-    pub(super) fn union_child(
+    pub(in crate::rcf) fn union_child(
         &self,
         store: &PointStore,
         r: u16,
@@ -105,7 +105,7 @@ impl Tree {
 
     /// Grows (`bmin`, `bmax`) by the box of internal node `n`, whose run is
     /// `[start, start + count)`.
-    pub(super) fn union_node(
+    pub(in crate::rcf) fn union_node(
         &self,
         store: &PointStore,
         n: u16,
@@ -123,7 +123,7 @@ impl Tree {
     /// Gives node `n` (run `[start, start + count)`) a cached box computed
     /// from its children, in a new slot at the end (slots stay dense: see
     /// `drop_box`).
-    pub(super) fn build_box(&mut self, store: &PointStore, n: u16, start: u16, count: u16) {
+    pub(in crate::rcf) fn build_box(&mut self, store: &PointStore, n: u16, start: u16, count: u16) {
         self.sync_box_owners();
         let width = 2 * self.dims;
         if self.boxes.len() == self.boxes.capacity() {
@@ -140,7 +140,13 @@ impl Tree {
 
     /// Recomputes the cached box of node `n` (run `[start, start + count)`)
     /// from its children.
-    pub(super) fn refresh_box(&mut self, store: &PointStore, n: u16, start: u16, count: u16) {
+    pub(in crate::rcf) fn refresh_box(
+        &mut self,
+        store: &PointStore,
+        n: u16,
+        start: u16,
+        count: u16,
+    ) {
         let dims = self.dims;
         // The new box is built apart from `boxes` (the children's boxes are
         // read from there): on the stack up to 32 dimensions, which saves
@@ -165,7 +171,7 @@ impl Tree {
     /// capacity beyond a few boxes is returned: a free list would keep every
     /// tree at the most boxes it ever had, which creeps up over a long stream
     /// (+18 KB over 400,000 points at the default parameters).
-    pub(super) fn drop_box(&mut self, n: u16) {
+    pub(in crate::rcf) fn drop_box(&mut self, n: u16) {
         if self.box_slot[usize::from(n)] == NO_BOX {
             return;
         }

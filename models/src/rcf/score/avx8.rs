@@ -22,13 +22,13 @@ use std::arch::x86_64::{
     _mm256_setzero_ps, _mm256_sub_ps,
 };
 
-use super::climb::{TABLED_DEPTHS, score_unseen_tabled};
-use super::geo::Packed;
-use super::isa::x86_64_v3;
-use super::kernel::{Scan, UncachedLevels, level_score};
-use super::point_store::PointStore;
-use super::traversal::{Path, Step};
-use super::tree::Tree;
+use crate::rcf::climb::{TABLED_DEPTHS, score_unseen_tabled};
+use crate::rcf::geo::Packed;
+use crate::rcf::isa::x86_64_v3;
+use crate::rcf::kernel::{Scan, UncachedLevels, level_score};
+use crate::rcf::point_store::PointStore;
+use crate::rcf::traversal::{Path, Step};
+use crate::rcf::tree::Tree;
 
 x86_64_v3! {
     /// Eight values in one register.
@@ -66,7 +66,7 @@ impl Tree {
     x86_64_v3! {
     /// `score_packed::<2, 8>` with the point in one AVX register.
     #[inline]
-    pub(super) fn score_avx8(&self, p8: &[f32; 8], store: &PointStore, path: Path<'_>) -> f64 {
+    pub(in crate::rcf) fn score_avx8(&self, p8: &[f32; 8], store: &PointStore, path: Path<'_>) -> f64 {
         let kernel = || self.score_kernel8(p8, store, path.steps, path.leaf);
         let steps = path.steps;
         let depth = steps.len();

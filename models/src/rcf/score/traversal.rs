@@ -18,15 +18,15 @@
 //! `prob` term of every level over dimensions and directions in proportion to
 //! how far `p` sticks out of `B` on each side, so it sums to the score.
 
-use super::lookup::{FULL, Probe, Table};
-use super::tree::{LEAF, Node, Tree, is_leaf};
+use crate::rcf::lookup::{FULL, Probe, Table};
+use crate::rcf::tree::{LEAF, Node, Tree, is_leaf};
 use crate::rng::Xoshiro256PlusPlus;
 
 /// Trees descended per batch, one level each per round so that their node
 /// loads are in flight together: a descent waits on memory, not on
 /// arithmetic, so the few extra instructions of the lockstep pay for
 /// themselves.
-pub(super) const LANES: usize = 8;
+pub(in crate::rcf) const LANES: usize = 8;
 const _: () = assert!(LANES == 8, "Lanes::descend unrolls eight lanes");
 
 /// One level of a descent: an internal node, its run of leaves
@@ -43,19 +43,19 @@ impl Step {
     const REDO: Step = Step(LEAF as u64 | (u16::MAX as u64) << 48);
 
     #[inline(always)]
-    pub(super) fn new(node: u16, start: u16, count: u16) -> Self {
+    pub(in crate::rcf) fn new(node: u16, start: u16, count: u16) -> Self {
         Step(u64::from(node) | u64::from(start) << 16 | u64::from(count) << 32)
     }
     #[inline(always)]
-    pub(super) fn node(self) -> u16 {
+    pub(in crate::rcf) fn node(self) -> u16 {
         self.0 as u16
     }
     #[inline(always)]
-    pub(super) fn start(self) -> u16 {
+    pub(in crate::rcf) fn start(self) -> u16 {
         (self.0 >> 16) as u16
     }
     #[inline(always)]
-    pub(super) fn count(self) -> u16 {
+    pub(in crate::rcf) fn count(self) -> u16 {
         (self.0 >> 32) as u16
     }
     /// Internal nodes above this step's node.
@@ -75,7 +75,7 @@ impl Step {
     /// two finished words costs fewer instructions than selecting the
     /// constants of one masked add.
     #[inline(always)]
-    pub(super) fn child(self, node: &Node, right: bool) -> Step {
+    pub(in crate::rcf) fn child(self, node: &Node, right: bool) -> Step {
         const COUNT: u64 = 0xFFFF << 32;
         let ll = u64::from(node.left_leaves);
         let base = (self.0 & !0xFFFF).wrapping_add(1 << 48);
@@ -92,26 +92,26 @@ impl Step {
 /// `PathBuf` or `Lanes`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Path<'a> {
-    pub(super) steps: &'a [Step],
+    pub(in crate::rcf) steps: &'a [Step],
     /// Position of the leaf in the tree's leaf order.
-    pub(super) leaf: u16,
+    pub(in crate::rcf) leaf: u16,
 }
 
 impl Path<'_> {
     #[inline(always)]
-    pub(super) fn depth(&self) -> usize {
+    pub(in crate::rcf) fn depth(&self) -> usize {
         self.steps.len()
     }
     #[inline(always)]
-    pub(super) fn node(&self, level: usize) -> u16 {
+    pub(in crate::rcf) fn node(&self, level: usize) -> u16 {
         self.steps[level].node()
     }
     #[inline(always)]
-    pub(super) fn start(&self, level: usize) -> u16 {
+    pub(in crate::rcf) fn start(&self, level: usize) -> u16 {
         self.steps[level].start()
     }
     #[inline(always)]
-    pub(super) fn count(&self, level: usize) -> u16 {
+    pub(in crate::rcf) fn count(&self, level: usize) -> u16 {
         self.steps[level].count()
     }
 
@@ -119,7 +119,7 @@ impl Path<'_> {
     /// left child's run starts where its parent's does, the right child's
     /// later (a left subtree has at least one leaf).
     #[inline(always)]
-    pub(super) fn went_left(&self, level: usize) -> bool {
+    pub(in crate::rcf) fn went_left(&self, level: usize) -> bool {
         let child_start = match self.steps.get(level + 1) {
             Some(s) => s.start(),
             None => self.leaf,
@@ -132,21 +132,21 @@ impl Path<'_> {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PathBuf {
     steps: Vec<Step>,
-    pub(super) leaf: u16,
+    pub(in crate::rcf) leaf: u16,
 }
 
 impl PathBuf {
-    pub(super) fn clear(&mut self) {
+    pub(in crate::rcf) fn clear(&mut self) {
         self.steps.clear();
         self.leaf = 0;
     }
 
     #[inline(always)]
-    pub(super) fn push(&mut self, step: Step) {
+    pub(in crate::rcf) fn push(&mut self, step: Step) {
         self.steps.push(step);
     }
 
-    pub(super) fn as_path(&self) -> Path<'_> {
+    pub(in crate::rcf) fn as_path(&self) -> Path<'_> {
         Path {
             steps: &self.steps,
             leaf: self.leaf,
@@ -193,7 +193,7 @@ impl Default for Lanes {
 impl Lanes {
     /// Lane `k`'s path, or `None` for an empty or skipped tree.
     #[inline]
-    pub(super) fn path(&self, k: usize) -> Option<Path<'_>> {
+    pub(in crate::rcf) fn path(&self, k: usize) -> Option<Path<'_>> {
         // The common case first, with one test and no bounds checks: `k` is
         // below `LANES` and a fast path's length below `FAST_DEPTH`, so the
         // masks change nothing.
@@ -214,14 +214,19 @@ impl Lanes {
 
     /// Descends `p` in every tree of `trees` (at most `LANES`) for which `want`
     /// holds, recording each path.
-    pub(super) fn descend(&mut self, trees: &[Tree], p: &[f32], want: impl Fn(usize) -> bool) {
+    pub(in crate::rcf) fn descend(
+        &mut self,
+        trees: &[Tree],
+        p: &[f32],
+        want: impl Fn(usize) -> bool,
+    ) {
         self.descend_inline(trees, p, want);
     }
 
     /// `descend`, inlined, so that the x86-64-v3 scoring variant
     /// (`isa.rs`) can compile it with its own features.
     #[inline(always)]
-    pub(super) fn descend_inline(
+    pub(in crate::rcf) fn descend_inline(
         &mut self,
         trees: &[Tree],
         p: &[f32],
@@ -351,29 +356,29 @@ impl Lanes {
 /// other part is empty), chosen without a branch since the side is a coin
 /// flip.
 #[inline(always)]
-pub(super) fn sibling_run(start: u16, count: u16, from: u16, to: u16) -> (u16, u16) {
+pub(in crate::rcf) fn sibling_run(start: u16, count: u16, from: u16, to: u16) -> (u16, u16) {
     [(to, start + count), (start, from)][usize::from(from > start)]
 }
 
 /// Reusable buffers for walks, so scoring allocates nothing per tree.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Scratch {
-    pub(super) lanes: Lanes,
+    pub(in crate::rcf) lanes: Lanes,
     /// Path of a deletion's descent.
-    pub(super) path: PathBuf,
-    pub(super) climb: Climb,
-    pub(super) q: Vec<f32>,
+    pub(in crate::rcf) path: PathBuf,
+    pub(in crate::rcf) climb: Climb,
+    pub(in crate::rcf) q: Vec<f32>,
     /// One tree's attribution terms as reported by `Group::process`.
-    pub(super) terms: Vec<f64>,
+    pub(in crate::rcf) terms: Vec<f64>,
 }
 
 /// Buffers of one climb.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Climb {
-    pub(super) bmin: Vec<f32>,
-    pub(super) bmax: Vec<f32>,
+    pub(in crate::rcf) bmin: Vec<f32>,
+    pub(in crate::rcf) bmax: Vec<f32>,
     /// One tree's attribution terms before normalisation.
-    pub(super) attr: Vec<f64>,
+    pub(in crate::rcf) attr: Vec<f64>,
 }
 
 impl Scratch {
@@ -400,7 +405,7 @@ impl Scratch {
 
 /// Where and how a walked point would be inserted.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Plan {
+pub(in crate::rcf) enum Plan {
     /// The tree is empty.
     Empty,
     /// The point equals the point of the leaf the path reached.
@@ -429,7 +434,7 @@ fn next_below(x: f32) -> f32 {
 /// Draws a cut uniformly from the region of `box ∪ p` outside `box`. With the
 /// rule "go left iff `x[dim] <= cut`", the cut sends `p` and the box to
 /// different sides; f32 rounding is clamped so that stays true.
-pub(super) fn draw_cut(
+pub(in crate::rcf) fn draw_cut(
     p: &[f32],
     bmin: &[f32],
     bmax: &[f32],

@@ -71,7 +71,7 @@ impl Sampler {
     }
 
     /// The entries' points, to rewrite after the store moved them.
-    pub(super) fn points_mut(&mut self) -> &mut [u32] {
+    pub(in crate::rcf) fn points_mut(&mut self) -> &mut [u32] {
         &mut self.points
     }
 

@@ -14,11 +14,13 @@
 
 use wide::f32x4;
 
-use super::climb::{TABLED_DEPTHS, attribute_terms, leaf_terms, score_seen, score_unseen_tabled};
-use super::geo::{Packed, gap_span_packed, load};
-use super::point_store::PointStore;
-use super::traversal::{Path, Step, sibling_run};
-use super::tree::Tree;
+use crate::rcf::climb::{
+    TABLED_DEPTHS, attribute_terms, leaf_terms, score_seen, score_unseen_tabled,
+};
+use crate::rcf::geo::{Packed, gap_span_packed, load};
+use crate::rcf::point_store::PointStore;
+use crate::rcf::traversal::{Path, Step, sibling_run};
+use crate::rcf::tree::Tree;
 
 /// Grows the box (`$l`, `$h`) by the point `$handle`. A macro, not a
 /// function: as a function LLVM allocated registers a little worse here.
@@ -35,7 +37,7 @@ macro_rules! grow {
 impl Tree {
     /// The normalised score of `g`'s point, which descended along `path`.
     #[inline(always)]
-    pub(super) fn score_packed<const L: usize, const N: usize>(
+    pub(in crate::rcf) fn score_packed<const L: usize, const N: usize>(
         &self,
         g: &mut Packed<L, N>,
         store: &PointStore,
@@ -48,7 +50,7 @@ impl Tree {
     /// `score_packed` that also adds the score's attribution terms, already
     /// normalised, to `attr` (`N` high terms, then `N` low ones).
     #[inline(always)]
-    pub(super) fn attribute_packed<const L: usize, const N: usize>(
+    pub(in crate::rcf) fn attribute_packed<const L: usize, const N: usize>(
         &self,
         g: &mut Packed<L, N>,
         store: &PointStore,
@@ -161,7 +163,7 @@ impl Tree {
     /// padded with the run's last leaf (a min or max of a point already in
     /// the box changes nothing).
     #[inline(always)]
-    pub(super) fn add_run_packed<const L: usize, const N: usize>(
+    pub(in crate::rcf) fn add_run_packed<const L: usize, const N: usize>(
         &self,
         store: &PointStore,
         from: u16,
@@ -219,9 +221,9 @@ impl Tree {
 /// (`sibling_run`). Afterwards `level` is where the cached part begins.
 /// Shared by this kernel and `avx8.rs`, which differ only in how
 /// they add a run and measure a box.
-pub(super) struct UncachedLevels<'a> {
+pub(in crate::rcf) struct UncachedLevels<'a> {
     steps: &'a [Step],
-    pub(super) level: usize,
+    pub(in crate::rcf) level: usize,
     from: u16,
     to: u16,
     threshold: u16,
@@ -229,7 +231,7 @@ pub(super) struct UncachedLevels<'a> {
 
 impl<'a> UncachedLevels<'a> {
     #[inline(always)]
-    pub(super) fn new(path: Path<'a>, threshold: u16) -> Self {
+    pub(in crate::rcf) fn new(path: Path<'a>, threshold: u16) -> Self {
         Self {
             steps: path.steps,
             level: path.steps.len(),
@@ -268,7 +270,7 @@ fn lanes<const L: usize, const N: usize>(x: &[f32x4; L]) -> &[f32] {
 /// How a climb reads a sibling run of leaves into its box. Both give the
 /// same box; they differ in speed only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Scan {
+pub(in crate::rcf) enum Scan {
     /// Leaf by leaf. Best for `Forest::score` on an unchanging forest: the
     /// same trees and similar points repeat the runs' lengths, so the
     /// branch predictor learns the loop's exits.
@@ -322,16 +324,16 @@ impl<const N: usize> Terms<N> {
 
 /// One level of the score recurrence (as `Level::visit` computes it).
 #[inline(always)]
-pub(super) fn level_score(below: f64, level: usize, prob: f64) -> f64 {
+pub(in crate::rcf) fn level_score(below: f64, level: usize, prob: f64) -> f64 {
     prob * score_unseen_tabled(level) + (1.0 - prob) * below
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::Forest;
-    use super::super::geo::{Dyn, Geo, Packed};
-    use super::super::traversal::PathBuf;
     use super::Scan;
+    use crate::rcf::Forest;
+    use crate::rcf::geo::{Dyn, Geo, Packed};
+    use crate::rcf::traversal::PathBuf;
     use crate::rng::Xoshiro256PlusPlus;
 
     fn forest(metrics: usize, shingle: usize) -> Forest {

@@ -6,11 +6,11 @@
 //! in the common case (at most 32 dimensions, trees of the default sample
 //! size), a masked index replaces the bounds check of every step.
 
-use super::tree::Node;
+use crate::rcf::tree::Node;
 
 /// Coordinates of the descended point. Up to 32 dimensions they are padded
 /// into a fixed array read with a masked index (no bounds check per step).
-pub(super) trait Probe {
+pub(in crate::rcf) trait Probe {
     fn at(&self, d: u16) -> f32;
 }
 
@@ -29,10 +29,10 @@ impl Probe for &[f32] {
 }
 
 /// Node count of a tree of the default sample size (256).
-pub(super) const FULL: usize = 256;
+pub(in crate::rcf) const FULL: usize = 256;
 
 /// A tree's node arena as the lockstep descent reads it.
-pub(super) trait Table<'t>: Copy {
+pub(in crate::rcf) trait Table<'t>: Copy {
     /// The arena `nodes`, or `None` if it does not fit this table.
     fn of(nodes: &'t [Node], arena: usize) -> Option<Self>;
     fn node(self, i: u16) -> &'t Node;

@@ -18,6 +18,11 @@
 //! leaf is implied by the run. Bounding boxes are cached only for nodes with
 //! at least `box_min_mass` leaves (`box_cache.rs`); smaller ones are scanned.
 
+pub(in crate::rcf) mod box_cache;
+pub(in crate::rcf) mod invariants;
+pub(in crate::rcf) mod lines;
+pub(in crate::rcf) mod masses;
+
 use serde::{Deserialize, Serialize};
 
 use super::boxes::extend;

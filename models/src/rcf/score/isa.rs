@@ -25,12 +25,12 @@
 //! Learning (`score_and_update`) stays baseline: its time is spread over
 //! insertion, deletion and box upkeep, and it meets its target without.
 
-use super::forest::Group;
-use super::geo::{Dyn, Geo, Packed};
-use super::kernel::Scan;
-use super::point_store::PointStore;
-use super::traversal::{Climb, LANES, Lanes, Path, Scratch};
-use super::tree::Tree;
+use crate::rcf::forest::Group;
+use crate::rcf::geo::{Dyn, Geo, Packed};
+use crate::rcf::kernel::Scan;
+use crate::rcf::point_store::PointStore;
+use crate::rcf::traversal::{Climb, LANES, Lanes, Path, Scratch};
+use crate::rcf::tree::Tree;
 
 /// The x86-64-v3 features, listed once. `x86_64_v3!(detect)` is whether
 /// this CPU has them all; `x86_64_v3! { fn ... }` compiles a function for
@@ -52,13 +52,13 @@ macro_rules! x86_64_v3 {
     };
 }
 #[cfg(target_arch = "x86_64")]
-pub(super) use x86_64_v3;
+pub(in crate::rcf) use x86_64_v3;
 
 impl Group {
     /// Adds the trees' scores of `p` to `total` (in tree order) without
     /// learning. Inlined into each instruction-set variant (`isa.rs`).
     #[inline(always)]
-    pub(super) fn score_only(
+    pub(in crate::rcf) fn score_only(
         &self,
         p: &[f32],
         s: &mut Scratch,
@@ -133,7 +133,7 @@ impl Group {
     /// path (`None` for an empty tree). Shared by `score_in` and the v3
     /// variant's 8-dim climb (`isa.rs`).
     #[inline(always)]
-    pub(super) fn sum_trees(
+    pub(in crate::rcf) fn sum_trees(
         &self,
         p: &[f32],
         lanes: &mut Lanes,
@@ -157,7 +157,7 @@ impl Group {
 impl Group {
     /// `score_only` in the best variant this CPU runs.
     #[inline]
-    pub(super) fn score_only_best(
+    pub(in crate::rcf) fn score_only_best(
         &self,
         p: &[f32],
         s: &mut Scratch,
@@ -234,7 +234,7 @@ impl Lanes {
 #[cfg(test)]
 thread_local! {
     /// Makes this thread's scores take the baseline variant.
-    pub(super) static FORCE_BASELINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    pub(in crate::rcf) static FORCE_BASELINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Whether to run the v3 variant: the CPU has its features, and a test has

@@ -57,7 +57,7 @@ struct StoreRepr {
 /// Why a stored point store cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid point store: {0}")]
-pub(super) struct BadStore(&'static str);
+pub(in crate::rcf) struct BadStore(&'static str);
 
 impl TryFrom<StoreRepr> for PointStore {
     type Error = BadStore;
