@@ -6,7 +6,7 @@
 //! crate that knows rdkafka and serves HTTP.
 //!
 //! Layout, leaves first (`scripts/check-cycles.sh` keeps it acyclic):
-//! - [`metrics`], [`checkpoint`], [`priority`], [`stats`]: depend on nothing
+//! - [`metrics`], [`checkpoint`], [`priority`]: depend on nothing
 //!   else in the crate.
 //! - [`risk_table`] and [`state`]: the shared data REST reads (risk table,
 //!   alert view, metrics, model status).
@@ -37,7 +37,6 @@ pub mod reload;
 pub mod risk_table;
 pub mod sources;
 pub mod state;
-pub mod stats;
 
 /// Risk fusion and the hard-failure rules live in `models`; re-exported so
 /// `crate::assess::…` paths keep working.

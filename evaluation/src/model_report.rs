@@ -4,6 +4,7 @@
 //! times, per kind), as Markdown with PNG plots. `forewarn evaluate`
 //! scores the rows ([`Rows`], [`Event`]) and hands them here.
 
+use models::stats::median;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -67,20 +68,6 @@ pub struct ReportInput<'a> {
     pub negative_rate: f64,
     /// Rows read.
     pub rows_read: u64,
-}
-
-/// The median of `xs` (reordered); `None` when empty.
-fn median(xs: &mut [f64]) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    xs.sort_unstable_by(f64::total_cmp);
-    let k = xs.len() / 2;
-    Some(if xs.len() % 2 == 1 {
-        xs[k]
-    } else {
-        0.5 * (xs[k - 1] + xs[k])
-    })
 }
 
 fn fmt_h(v: Option<f64>) -> String {

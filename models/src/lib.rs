@@ -10,6 +10,7 @@
 //!   forest's grade and the failure model's probability → one assessment
 //!   per GPU and row.
 //! - `rng`: seeded generators; every model is deterministic given its seed.
+//! - `stats`: small statistics (the median) the detector and the reports share.
 //!
 //! Everything here is synchronous and owns its state; the detector crate
 //! decides where models run and turns their verdicts into alerts.
@@ -18,6 +19,7 @@ pub mod assess;
 pub mod calibration;
 pub mod failure;
 pub mod rcf;
+pub mod stats;
 pub mod trend;
 /// Seeded generators (shared with the simulator; they live in `features`).
 pub use features::rng;

@@ -19,7 +19,7 @@ use alerts::{AlertEngine, AlertEvent, Labels, Observation, Reason, Scope, Severi
 use features::expected::rack::RackReading;
 use serde::{Deserialize, Serialize};
 
-use crate::stats::median;
+use models::stats::median;
 
 /// The alert kind.
 pub const KIND: &str = "rack_cooling";

@@ -1,5 +1,6 @@
-//! Small statistics shared by the alert stage (`pipeline::rack_air`) and
-//! the evaluation report (`commands::evaluate`).
+//! Small statistics shared by the detector's alert stage (rack air
+//! temperatures against their peers) and the evaluation reports (median
+//! lead times), kept here, the lowest crate both use, so they agree.
 
 /// The median of `xs` (reordered); `None` when empty.
 pub fn median(xs: &mut [f64]) -> Option<f64> {
