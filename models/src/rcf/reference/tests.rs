@@ -231,17 +231,7 @@ fn check_tree(tree: &Tree, store: &PointStore, p: &[f32], rng: &mut Xoshiro256Pl
             check_packed::<$l, $n>(tree, store, p, path, &want)
         };
     }
-    match p.len() {
-        2 => packed!(1, 2),
-        3 => packed!(1, 3),
-        4 => packed!(1, 4),
-        6 => packed!(2, 6),
-        8 => packed!(2, 8),
-        12 => packed!(3, 12),
-        16 => packed!(4, 16),
-        32 => packed!(8, 32),
-        _ => {}
-    }
+    crate::rcf::isa::packed_dims!(p.len(), packed, ())
 }
 
 /// The general climb on packed registers and the kernel's score and

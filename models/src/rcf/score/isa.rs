@@ -32,6 +32,28 @@ use crate::rcf::point_store::PointStore;
 use crate::rcf::traversal::{Climb, LANES, Lanes, Path, Scratch};
 use crate::rcf::tree::Tree;
 
+/// The widths with a packed (SIMD) point: `$arm!(lanes, dims)` for each,
+/// `$other` for every other width. Listed once so the scoring loop and the
+/// reference test cover the same widths.
+macro_rules! packed_dims {
+    ($dims:expr, $arm:ident, $other:expr) => {
+        match $dims {
+            2 => $arm!(1, 2),
+            3 => $arm!(1, 3),
+            4 => $arm!(1, 4),
+            6 => $arm!(2, 6),
+            8 => $arm!(2, 8),
+            12 => $arm!(3, 12),
+            16 => $arm!(4, 16),
+            32 => $arm!(8, 32),
+            _ => $other,
+        }
+    };
+}
+// The reference test reaches it by path; this file uses it in place.
+#[cfg(test)]
+pub(in crate::rcf) use packed_dims;
+
 /// The x86-64-v3 features, listed once. `x86_64_v3!(detect)` is whether
 /// this CPU has them all; `x86_64_v3! { fn ... }` compiles a function for
 /// them. Calling such a function needs `unsafe` unless the caller has the
@@ -90,24 +112,14 @@ impl Group {
                 )
             };
         }
-        match p.len() {
-            2 => packed!(1, 2),
-            3 => packed!(1, 3),
-            4 => packed!(1, 4),
-            6 => packed!(2, 6),
-            8 => packed!(2, 8),
-            12 => packed!(3, 12),
-            16 => packed!(4, 16),
-            32 => packed!(8, 32),
-            _ => {
-                let mut g = Dyn {
-                    p,
-                    lo: &mut bmin[..],
-                    hi: &mut bmax[..],
-                };
-                self.score_in(p, &mut g, lanes, tree_attr, attr, total, descend)
-            }
-        }
+        packed_dims!(p.len(), packed, {
+            let mut g = Dyn {
+                p,
+                lo: &mut bmin[..],
+                hi: &mut bmax[..],
+            };
+            self.score_in(p, &mut g, lanes, tree_attr, attr, total, descend)
+        })
     }
 
     #[inline(always)]
