@@ -4,6 +4,7 @@
 /// `forewarn simulate` → files → `forewarn backtest` → alert contract lines.
 mod e2e {
     mod backtest;
+    mod chaos;
     mod kafka;
     mod scenarios;
     mod simulate;

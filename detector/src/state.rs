@@ -161,6 +161,16 @@ impl SharedState {
         }
     }
 
+    /// Drops evicted GPUs from the risk table.
+    pub fn forget(&self, gpus: &[features::GpuId]) {
+        if gpus.is_empty() {
+            return;
+        }
+        if let Err(e) = self.gpus.remove(gpus) {
+            tracing::error!(error = %e, "risk table not updated");
+        }
+    }
+
     /// Records alert events.
     pub fn record_alerts(&self, events: &[AlertEvent]) {
         if events.is_empty() {

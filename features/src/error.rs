@@ -41,6 +41,15 @@ pub enum DecodeError {
     UnknownEncoding,
     #[error("empty message")]
     Empty,
+    #[error("GPU {gpu:?}: {field} is {len} bytes (or entries), over the limit of {max}")]
+    TooLong {
+        gpu: String,
+        field: &'static str,
+        len: usize,
+        max: usize,
+    },
+    #[error("{len} bytes, over the limit of {max} for one message or line")]
+    TooLarge { len: usize, max: usize },
 }
 
 impl DecodeError {
@@ -56,6 +65,8 @@ impl DecodeError {
             DecodeError::NotUtf8 => "not_utf8",
             DecodeError::UnknownEncoding => "unknown_encoding",
             DecodeError::Empty => "empty",
+            DecodeError::TooLong { .. } => "too_long",
+            DecodeError::TooLarge { .. } => "too_large",
         }
     }
 }

@@ -27,6 +27,7 @@
 //! - [`expected`]: per-SKU, per-phase RLS models of a healthy GPU; residuals.
 //! - [`peers`]: cohorts and streaming median / MAD → peer z-scores.
 
+pub mod admission;
 pub mod config;
 pub mod decode;
 pub mod engine;

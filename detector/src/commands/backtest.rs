@@ -108,13 +108,19 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
     let mut dead = DeadLetters::open(args.dead_letter.as_deref())?;
     let started = Instant::now();
     let pb = crate::progress::bar(0, "samples");
-    let summary = run_pipeline(&cfg, model, Box::new(sink), |state, send| {
-        file::read_inputs(&args.input, state, &mut dead, |batch| {
-            pb.inc(batch.len() as u64);
-            send(batch)
-        })?;
-        Ok(())
-    })?;
+    let summary = run_pipeline(
+        &cfg,
+        model,
+        Box::new(sink),
+        Some(dead.clone()),
+        |state, send| {
+            file::read_inputs(&args.input, state, &mut dead, |batch| {
+                pb.inc(batch.len() as u64);
+                send(batch)
+            })?;
+            Ok(())
+        },
+    )?;
     pb.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
@@ -122,7 +128,7 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
         summary.samples,
         summary.gpus,
         summary.samples as f64 / secs.max(1e-9),
-        dead.count,
+        dead.count(),
         summary.rejected,
         summary.alert_events,
         args.alerts_out.display(),
@@ -140,6 +146,7 @@ pub fn run_pipeline(
     cfg: &Config,
     model: Option<Arc<FailureModel>>,
     sink: Box<dyn AlertSink>,
+    dead: Option<DeadLetters>,
     feed: impl FnOnce(&State, &mut dyn FnMut(Vec<Sample>) -> anyhow::Result<()>) -> anyhow::Result<()>,
 ) -> anyhow::Result<Summary> {
     let state = SharedState::new();
@@ -156,6 +163,10 @@ pub fn run_pipeline(
         state.clone(),
         None,
     )?;
+    pipeline.set_max_gpus(cfg.max_gpus);
+    if let Some(d) = dead {
+        pipeline.set_dead_letters(d);
+    }
     feed(&state, &mut |batch| pipeline.send(batch))?;
     let (summary, _) = pipeline.finish()?;
     Ok(summary)

@@ -132,7 +132,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         "produced {samples} samples in {messages} messages to {} in {secs:.1} s ({:.0} samples/s); {} undecodable records skipped",
         args.topic,
         samples as f64 / secs.max(1e-9),
-        dead.count
+        dead.count()
     );
     Ok(())
 }

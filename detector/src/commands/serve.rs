@@ -256,6 +256,12 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         start.store,
         cfg.export.as_ref(),
     )?;
+    pipeline.set_max_gpus(cfg.max_gpus);
+    // Kafka is live telemetry: nothing may be ahead of the wall clock. The
+    // simulator runs ahead of it on purpose (--speed), files are history.
+    pipeline.set_live(matches!(cfg.source, SourceKind::Kafka(_)));
+    let dead = DeadLetters::open(cfg.dead_letter_file.as_deref())?;
+    pipeline.set_dead_letters(dead.clone());
     let handle = pipeline.handle();
     let app = AppState {
         shared: state.clone(),
@@ -287,7 +293,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             .name("source".into())
             .spawn(move || -> anyhow::Result<()> {
                 crate::priority::apply_to_current_thread();
-                let mut dead = DeadLetters::open(cfg.dead_letter_file.as_deref())?;
+                let mut dead = dead;
                 let result = run_source(&cfg, resume, &state, &sd, &mut dead, &mut pipeline);
                 let (summary, _) = pipeline.finish()?;
                 tracing::info!(

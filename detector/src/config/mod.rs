@@ -73,6 +73,8 @@ pub struct Config {
     pub dead_letter_file: Option<PathBuf>,
     pub shards: usize,
     pub seed: u64,
+    /// GPUs tracked at once (`[pipeline] max_gpus`).
+    pub max_gpus: usize,
     /// Nice value of the pipeline threads (`serve`).
     pub nice: i32,
     pub features: FeatureConfig,
@@ -126,6 +128,7 @@ impl RawConfig {
             source,
             shards: self.pipeline.shards,
             seed: self.pipeline.seed,
+            max_gpus: self.pipeline.max_gpus,
             nice: self.pipeline.nice,
             features,
             alerts,

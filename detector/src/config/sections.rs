@@ -28,6 +28,16 @@ pub struct RawPipeline {
     /// leaves them at the process's priority.
     #[serde(default = "default_nice")]
     pub nice: i32,
+    /// GPUs tracked at once. A new GPU beyond it first displaces the
+    /// oldest GPU seen fewer than three times, else is refused
+    /// (`gpu_limit`), so a flood of made-up ids cannot exhaust memory.
+    #[serde(default = "default_max_gpus")]
+    pub max_gpus: usize,
+}
+
+/// 200,000: twice a 100,000-GPU fleet, at a few KB of state each.
+fn default_max_gpus() -> usize {
+    200_000
 }
 
 /// 2: a 2-core machine's worth.
@@ -52,6 +62,7 @@ impl Default for RawPipeline {
             shards: default_shards(),
             seed: default_pipeline_seed(),
             nice: default_nice(),
+            max_gpus: default_max_gpus(),
         }
     }
 }
@@ -63,6 +74,9 @@ impl RawPipeline {
         }
         if !(1..=256).contains(&self.shards) {
             return Err(err("pipeline.shards", "must be between 1 and 256"));
+        }
+        if self.max_gpus == 0 {
+            return Err(err("pipeline.max_gpus", "must be at least 1"));
         }
         Ok(())
     }

@@ -3,9 +3,9 @@
 //! API's commands and writes checkpoints when a barrier has passed every
 //! shard. Stops when every shard's output channel closes (end of input).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::Receiver;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use alerts::AlertEvent;
@@ -15,6 +15,7 @@ use super::handle::{Command, ControlError, ShardOutput};
 use super::parts::{AlertSink, Summary, Written};
 use super::shard::BatchOutput;
 use crate::checkpoint::{Checkpoint, CheckpointStore, Offsets};
+use crate::sources::DeadLetters;
 use crate::state::State;
 
 /// Everything the alert thread owns.
@@ -27,6 +28,11 @@ pub(super) struct AlertThread {
     pub(super) outputs: Vec<Receiver<ShardOutput>>,
     pub(super) inflight: Arc<AtomicUsize>,
     pub(super) cfg_shards: usize,
+    /// Where samples the feature engine rejected are dead-lettered.
+    pub(super) dead: Arc<OnceLock<DeadLetters>>,
+    /// The fleet's robust clock, newest seen: timers run to it at the end
+    /// of input (never to the newest sample, which one source can set).
+    pub(super) clock_ms: Option<i64>,
 }
 
 impl AlertThread {
@@ -79,8 +85,8 @@ impl AlertThread {
                 }
             }
         }
-        // End of input: let timers run out to the watermark.
-        self.stage.set_horizon(None);
+        // End of input: let timers run out to the fleet's clock.
+        self.stage.set_horizon(self.clock_ms);
         let now = self.stage.clock_ms();
         if now != i64::MIN {
             self.stage.tick(now, &mut events);
@@ -126,11 +132,21 @@ impl AlertThread {
         events: &mut Vec<AlertEvent>,
     ) -> anyhow::Result<()> {
         let m = &self.state.metrics;
-        for (reason, msg) in &out.rejected {
-            m.rejected(reason);
-            tracing::debug!(reason, error = %msg, "sample rejected");
+        for r in &out.rejected {
+            m.rejected(r.reason);
+            tracing::debug!(reason = r.reason, error = %r.error, "sample rejected");
+            if let Some(dead) = self.dead.get() {
+                dead.refused(r.reason, &r.error, &r.gpu, r.ts_ms, r.host.as_deref());
+            }
         }
         summary.rejected += out.rejected.len() as u64;
+        if let Some(c) = out.clock_ms {
+            self.clock_ms = Some(self.clock_ms.map_or(c, |old| old.max(c)));
+        }
+        if !out.evicted.is_empty() {
+            self.stage.forget(&out.evicted);
+            self.state.forget(&out.evicted);
+        }
         summary.assessments += out.assessments.len() as u64;
         self.stage.set_horizon(out.horizon_ms);
         m.assessments

@@ -177,6 +177,14 @@ impl AlertStage {
         }
     }
 
+    /// Stops watching evicted GPUs (their open alerts resolve by
+    /// staleness, as for any GPU that stopped reporting).
+    pub fn forget(&mut self, gpus: &[GpuId]) {
+        for g in gpus {
+            self.watched.remove(g);
+        }
+    }
+
     /// Takes a shard's rack air reading (see [`super::rack_air`]); judged
     /// at [`AlertStage::flush_racks`].
     pub fn push_rack(&mut self, r: &features::expected::rack::RackReading) {

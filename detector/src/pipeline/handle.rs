@@ -11,7 +11,7 @@
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::sync::{Arc, Weak};
 
-use features::Sample;
+use features::{GpuId, Sample};
 use models::failure::FailureModel;
 
 use super::parts::Written;
@@ -24,9 +24,14 @@ pub(crate) enum ShardMsg {
         /// Wall time (epoch ms) the oldest sample was produced, when the
         /// source knows it (Kafka message timestamps).
         origin_ms: Option<i64>,
-        /// Event time every input partition has reached, when the source
-        /// has partitions.
+        /// Event time every input partition has reached, capped at the
+        /// fleet's robust clock (silence and timers run on it).
         horizon_ms: Option<i64>,
+        /// The fleet's robust clock (see `features::admission`).
+        clock_ms: Option<i64>,
+        /// GPUs to forget before the samples (the admission gate's
+        /// evictions of this shard's GPUs).
+        evict: Vec<GpuId>,
     },
     /// Serialize your state; shard 0 carries the request on.
     Snapshot {

@@ -24,6 +24,7 @@
 
 mod alert_thread;
 pub mod alerting;
+mod feed;
 pub mod handle;
 mod parts;
 mod rack_air;

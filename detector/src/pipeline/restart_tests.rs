@@ -134,6 +134,7 @@ fn a_restored_pipeline_alerts_exactly_like_an_uninterrupted_one() {
         for t in &ticks[..split] {
             p.send(t.clone()).expect("send");
         }
+        p.flush().expect("flush");
         p.handle()
             .checkpoint_now(Offsets::new())
             .expect("checkpoint");
@@ -247,6 +248,7 @@ fn partitioned_arrival_alerts_like_the_file() {
         for (batch, horizon) in &batches[..split] {
             p.send_from(batch.clone(), None, *horizon).expect("send");
         }
+        p.flush().expect("flush");
         p.handle()
             .checkpoint_now(Offsets::new())
             .expect("checkpoint");

@@ -7,21 +7,23 @@
 //! them (handles hold them only weakly), each shard drains its queue and
 //! stops, and the alert thread stops when every shard's output closes.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use anyhow::Context;
-use features::Sample;
+use features::{GpuId, Sample};
 
 use super::alert_thread::AlertThread;
 use super::alerting::AlertStage;
+use super::feed::{Feed, Round};
 use super::handle::{Inputs, PipelineHandle, ShardMsg, ShardOutput};
-use super::parts::{AlertSink, MAX_ROUND_SPAN_MS, Summary};
+use super::parts::{AlertSink, Summary};
 use super::shard::{BatchOutput, Shard, shard_of};
 use crate::checkpoint::CheckpointStore;
+use crate::sources::DeadLetters;
 use crate::state::State;
 
 /// Batches queued per shard: at ~4,000 samples a batch, a few hundred ms of
@@ -37,25 +39,11 @@ pub struct Pipeline {
     alert: JoinHandle<anyhow::Result<Summary>>,
     /// Batches sent and not yet through the alert thread.
     inflight: Arc<AtomicUsize>,
-    samples: u64,
-}
-
-/// Where `batch` (in event-time order, roughly) is cut into rounds: a
-/// round starts at a sample more than [`MAX_ROUND_SPAN_MS`] after the
-/// first sample of the round before.
-pub(super) fn round_cuts(batch: &[Sample]) -> Vec<usize> {
-    let mut cuts = Vec::new();
-    let Some(first) = batch.first() else {
-        return cuts;
-    };
-    let mut start = first.ts_ms;
-    for (i, s) in batch.iter().enumerate() {
-        if s.ts_ms > start.saturating_add(MAX_ROUND_SPAN_MS) {
-            cuts.push(i);
-            start = s.ts_ms;
-        }
-    }
-    cuts
+    /// Admission and rounds (see [`super::feed`]).
+    feed: Feed,
+    /// Where refused samples go (shared with the feed and the alert
+    /// thread, which dead-letters what the feature engine rejects).
+    dead: Arc<OnceLock<DeadLetters>>,
 }
 
 /// One shard thread: runs messages until its input closes, then hands the
@@ -73,13 +61,20 @@ fn shard_loop(
                 samples,
                 origin_ms,
                 horizon_ms,
+                clock_ms,
+                evict,
             } => {
                 let t = Instant::now();
                 let mut out = BatchOutput::default();
+                for gpu in evict {
+                    shard.evict(&gpu);
+                    out.evicted.push(gpu);
+                }
                 shard.set_silence_horizon(horizon_ms);
                 shard.process(&samples, &mut out);
                 out.origin_ms = origin_ms;
                 out.horizon_ms = horizon_ms;
+                out.clock_ms = clock_ms;
                 st.metrics.shard_latency.observe(t.elapsed().as_secs_f64());
                 ShardOutput::Batch(out)
             }
@@ -133,6 +128,13 @@ impl Pipeline {
             alert_export = Some(crate::export::AlertExports::open(x)?);
         }
         anyhow::ensure!(!shards.is_empty(), "a pipeline needs at least one shard");
+        let dead = Arc::new(OnceLock::new());
+        let feed = Feed::new(
+            shards[0].feature_config(),
+            shards.iter().flat_map(Shard::gpu_clocks),
+            state.clone(),
+            Arc::clone(&dead),
+        );
         let n = shards.len();
         let mut inputs = Vec::with_capacity(n);
         let mut outputs: Vec<Receiver<ShardOutput>> = Vec::with_capacity(n);
@@ -151,10 +153,12 @@ impl Pipeline {
         }
         let inflight = Arc::new(AtomicUsize::new(0));
         let thread = AlertThread {
+            dead: dead.clone(),
+            clock_ms: None,
             export: alert_export,
             stage,
             sink,
-            state,
+            state: state.clone(),
             store,
             outputs,
             inflight: inflight.clone(),
@@ -172,8 +176,34 @@ impl Pipeline {
             shards: handles,
             alert,
             inflight,
-            samples: 0,
+            feed,
+            dead,
         })
+    }
+
+    /// Writes refused samples (admission and feature engine) to `dead`.
+    pub fn set_dead_letters(&mut self, dead: DeadLetters) {
+        let _ = self.dead.set(dead);
+    }
+
+    /// Sends the round the feed holds back (history is cut at event-time
+    /// boundaries): call before a checkpoint, which covers only what the
+    /// shards have seen. A no-op for live and partitioned input.
+    pub fn flush(&mut self) -> anyhow::Result<()> {
+        match self.feed.flush() {
+            Some(round) => self.send_round(round),
+            None => Ok(()),
+        }
+    }
+
+    /// Live input: a sample too far ahead of the wall clock is refused.
+    pub fn set_live(&mut self, live: bool) {
+        self.feed.set_live(live);
+    }
+
+    /// At most `max` GPUs tracked at once (see `features::admission`).
+    pub fn set_max_gpus(&mut self, max: usize) {
+        self.feed.set_max_gpus(max);
     }
 
     /// True when the shards have a full queue of work: a source that can
@@ -197,37 +227,29 @@ impl Pipeline {
     /// time all input partitions have reached (silence is judged by it).
     pub fn send_from(
         &mut self,
-        mut batch: Vec<Sample>,
-        origin_ms: Option<i64>,
-        horizon_ms: Option<i64>,
-    ) -> anyhow::Result<()> {
-        // A round's shards are read one after the other, so a round that
-        // spans more event time than a few alert timers (a 4,096-sample
-        // file batch of a 64-GPU fleet is half an hour) would let the
-        // first shard's rows run the alert clock ahead of the second's:
-        // split it into rounds of at most `MAX_ROUND_SPAN_MS`, as a live
-        // stream's batches are.
-        let cuts = round_cuts(&batch);
-        // Split from the back so each sample moves once.
-        let mut rounds = Vec::with_capacity(cuts.len() + 1);
-        for &cut in cuts.iter().rev() {
-            rounds.push(batch.split_off(cut));
-        }
-        rounds.push(batch);
-        for round in rounds.into_iter().rev() {
-            self.send_round(round, origin_ms, horizon_ms)?;
-        }
-        Ok(())
-    }
-
-    fn send_round(
-        &mut self,
         batch: Vec<Sample>,
         origin_ms: Option<i64>,
         horizon_ms: Option<i64>,
     ) -> anyhow::Result<()> {
-        self.samples += batch.len() as u64;
+        for round in self.feed.push(batch, origin_ms, horizon_ms) {
+            self.send_round(round)?;
+        }
+        Ok(())
+    }
+
+    fn send_round(&mut self, round: Round) -> anyhow::Result<()> {
+        let Round {
+            samples: batch,
+            origin_ms,
+            horizon_ms,
+            clock_ms,
+            evict: evicted,
+        } = round;
         let n = self.inputs.len();
+        let mut evict: Vec<Vec<GpuId>> = vec![Vec::new(); n];
+        for gpu in evicted {
+            evict[shard_of(&gpu, n)].push(gpu);
+        }
         let parts: Vec<Vec<Sample>> = if n == 1 {
             vec![batch]
         } else {
@@ -240,11 +262,13 @@ impl Pipeline {
             parts
         };
         self.inflight.fetch_add(1, Relaxed);
-        for (tx, samples) in self.inputs.iter().zip(parts) {
+        for ((tx, samples), evict) in self.inputs.iter().zip(parts).zip(evict) {
             tx.send(ShardMsg::Batch {
                 samples,
                 origin_ms,
                 horizon_ms,
+                clock_ms,
+                evict,
             })
             .map_err(|_| anyhow::anyhow!("a shard stopped"))?;
         }
@@ -252,7 +276,10 @@ impl Pipeline {
     }
 
     /// Ends input, waits for every stage, returns what they did.
-    pub fn finish(self) -> anyhow::Result<(Summary, Vec<Shard>)> {
+    pub fn finish(mut self) -> anyhow::Result<(Summary, Vec<Shard>)> {
+        if let Some(round) = self.feed.finish() {
+            self.send_round(round)?;
+        }
         // The only strong reference: dropping it closes the inputs once a
         // handle's send in progress (if any) is queued.
         drop(self.inputs);
@@ -267,7 +294,8 @@ impl Pipeline {
             .alert
             .join()
             .map_err(|_| anyhow::anyhow!("the alert thread panicked"))??;
-        summary.samples = self.samples;
+        summary.samples = self.feed.samples;
+        summary.rejected += self.feed.refused;
         summary.gpus = shards.iter().map(|s| s.gpu_count() as u64).sum();
         summary.state_bytes = shards.iter().map(|s| s.heap_bytes() as u64).sum();
         Ok((summary, shards))

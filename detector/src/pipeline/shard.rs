@@ -49,12 +49,26 @@ pub struct BatchOutput {
     pub assessments: Vec<Assessment>,
     /// Rack air readings of buckets the batch closed.
     pub racks: Vec<features::expected::rack::RackReading>,
-    /// Rejected samples: (reason label, message).
-    pub rejected: Vec<(&'static str, String)>,
+    /// Samples the feature engine rejected.
+    pub rejected: Vec<RejectedSample>,
+    /// GPUs forgotten before the batch (the admission gate's evictions).
+    pub evicted: Vec<GpuId>,
+    /// The fleet's robust clock (see `features::admission`).
+    pub clock_ms: Option<i64>,
     /// Wall time the batch's oldest sample was produced, if known.
     pub origin_ms: Option<i64>,
     /// Event time every input partition had reached (see `ShardMsg::Batch`).
     pub horizon_ms: Option<i64>,
+}
+
+/// A sample the feature engine rejected, as much of it as a dead letter
+/// needs.
+pub struct RejectedSample {
+    pub reason: &'static str,
+    pub error: String,
+    pub gpu: GpuId,
+    pub ts_ms: i64,
+    pub host: Option<Arc<str>>,
 }
 
 /// One shard's state: serializable for checkpoints.
@@ -125,6 +139,28 @@ impl Shard {
         self.predict.set_model(model);
     }
 
+    /// Forgets `gpu` in every map at once: feature state, topology, hard
+    /// failures, anomaly grade, trends and failure scores (the one
+    /// eviction path; the alert stage and risk table follow from
+    /// [`BatchOutput::evicted`]).
+    pub fn evict(&mut self, gpu: &str) {
+        self.features.evict(gpu);
+        self.topo.remove(gpu);
+        self.hard.remove(gpu);
+        self.grades.remove(gpu);
+        self.predict.evict(gpu);
+    }
+
+    /// Every GPU with state and the event time of its newest sample.
+    pub fn gpu_clocks(&self) -> impl Iterator<Item = (&GpuId, i64)> {
+        self.features.gpu_clocks()
+    }
+
+    /// The feature engine's configuration.
+    pub fn feature_config(&self) -> &FeatureConfig {
+        self.features.config()
+    }
+
     /// GPUs this shard has seen.
     pub fn gpu_count(&self) -> usize {
         self.features.gpu_count()
@@ -144,7 +180,13 @@ impl Shard {
             self.rows.clear();
             self.events.clear();
             if let Err(e) = self.features.process(s, &mut self.rows, &mut self.events) {
-                out.rejected.push((e.reason(), e.to_string()));
+                out.rejected.push(RejectedSample {
+                    reason: e.reason(),
+                    error: e.to_string(),
+                    gpu: s.gpu.clone(),
+                    ts_ms: s.ts_ms,
+                    host: s.topo.host.clone(),
+                });
                 continue;
             }
             if !self.topo.contains_key(&s.gpu) {
@@ -175,6 +217,16 @@ impl Shard {
                 x.rows(&rows);
             }
             self.rows = rows;
+        }
+        // Hosts outlive their GPUs here: keep only those of tracked GPUs
+        // once they outnumber them (amortized by the doubling).
+        if self.host_seen.len() > 2 * self.topo.len() + 1024 {
+            let live: std::collections::HashSet<&str> = self
+                .topo
+                .values()
+                .filter_map(|t| t.host.as_deref())
+                .collect();
+            self.host_seen.retain(|h, _| live.contains(&**h));
         }
         if let Some(x) = &mut self.export {
             for a in &out.assessments {
@@ -216,6 +268,16 @@ impl Shard {
                 last_ts_ms,
                 watermark_ms,
             } => {
+                // A GPU that never established itself (a flood of one-sample
+                // ids, a first sample from a broken clock) is forgotten by
+                // the admission gate, never paged as lost.
+                let accepted = self
+                    .features
+                    .gpu_state(&gpu)
+                    .map_or(0, |st| st.arrival.accepted);
+                if accepted < features::admission::ESTABLISHED_AFTER {
+                    return;
+                }
                 let topo = self.topo.get(&gpu).cloned().unwrap_or_default();
                 let host_last = topo
                     .host
@@ -279,7 +341,11 @@ impl Shard {
     fn assess(&mut self, row: &FeatureRow, hard_xid: Option<u32>) -> Assessment {
         let mut components = [0.0f32; 8];
         let mut reasons = Vec::new();
-        let first = *self.first_ts_ms.get_or_insert(row.ts_ms);
+        // The earliest row, not the first: a broken clock first in the
+        // stream must not postpone the warm-up for ever.
+        let first = *self
+            .first_ts_ms
+            .insert(self.first_ts_ms.map_or(row.ts_ms, |f| f.min(row.ts_ms)));
         let warm = row.ts_ms - first >= WARM_UP_MS;
         rules::evaluate(row, hard_xid, warm, &mut components, &mut reasons);
         if components[Kind::HardFailure as usize] >= 1.0

@@ -18,14 +18,14 @@ impl AlertSink for Null {
 #[test]
 fn long_batches_are_cut_into_rounds_of_a_minute() {
     let at = |ts: i64| features::Sample::new("GPU-a", ts);
-    assert!(super::run::round_cuts(&[]).is_empty());
+    assert!(super::feed::round_cuts(&[]).is_empty());
     // 0 s .. 60 s is one round; 60.001 s starts the next, and so on
     // from each round's first sample (a late sample stays in its round).
     let batch: Vec<_> = [0, 30_000, 60_000, 60_001, 20_000, 120_001, 180_000, 400_000]
         .into_iter()
         .map(at)
         .collect();
-    assert_eq!(super::run::round_cuts(&batch), vec![3, 6, 7]);
+    assert_eq!(super::feed::round_cuts(&batch), vec![3, 6, 7]);
 }
 
 #[test]

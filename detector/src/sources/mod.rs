@@ -14,22 +14,30 @@ pub mod simulator;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use features::decode::Decoded;
+use features::decode::limits::cut;
 
 use crate::state::State;
 
 /// Samples per batch handed to the pipeline.
 pub const BATCH: usize = 4096;
 
-/// Where undecodable input goes: a JSON-lines file of `{reason, error,
-/// source, payload}`, or nowhere but the counter.
+/// Where undecodable or refused input goes: a JSON-lines file of
+/// `{reason, error, source, payload}`, or nowhere but the counter. A
+/// cheap handle: clones share one file and one count, so the source (what
+/// cannot be decoded) and the pipeline (what its admission gate or the
+/// feature engine refuse) write to the same place.
+#[derive(Clone)]
 pub struct DeadLetters {
+    inner: Arc<Mutex<Inner>>,
+}
+
+struct Inner {
     out: Option<std::io::BufWriter<std::fs::File>>,
-    /// Bad records so far.
-    pub count: u64,
-    /// Bad records so far by reason (what `/metrics` counts).
-    pub by_reason: BTreeMap<&'static str, u64>,
+    count: u64,
+    by_reason: BTreeMap<&'static str, u64>,
 }
 
 impl DeadLetters {
@@ -47,10 +55,29 @@ impl DeadLetters {
             None => None,
         };
         Ok(DeadLetters {
-            out,
-            count: 0,
-            by_reason: BTreeMap::new(),
+            inner: Arc::new(Mutex::new(Inner {
+                out,
+                count: 0,
+                by_reason: BTreeMap::new(),
+            })),
         })
+    }
+
+    /// Dead letters so far (undecodable and refused).
+    pub fn count(&self) -> u64 {
+        self.lock().count
+    }
+
+    /// Dead letters so far by reason.
+    pub fn by_reason(&self) -> BTreeMap<&'static str, u64> {
+        self.lock().by_reason.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A writer that panicked mid-line leaves nothing worth refusing.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Records every error of one decoded unit: counted by reason and
@@ -62,26 +89,59 @@ impl DeadLetters {
         }
         let source = unit.position.to_string();
         let payload = &unit.payload[..unit.payload.len().min(4096)];
+        let mut inner = self.lock();
         for err in unit.errors {
-            self.count += 1;
-            *self.by_reason.entry(err.reason()).or_default() += 1;
             state.metrics.decode_error(err.reason());
             tracing::debug!(source = %source, reason = err.reason(), error = %err, "undecodable input");
-            if let Some(out) = &mut self.out {
-                let line = serde_json::json!({
-                    "reason": err.reason(),
-                    "error": err.to_string(),
-                    "source": source,
-                    "payload": String::from_utf8_lossy(payload),
-                });
-                let _ = writeln!(out, "{line}");
-            }
+            inner.write(
+                err.reason(),
+                &err.to_string(),
+                &source,
+                &String::from_utf8_lossy(payload),
+            );
         }
     }
 
+    /// Records a decoded sample that was refused after decoding (by the
+    /// admission gate or the feature engine): the payload names the GPU,
+    /// its event time and host, which is what an operator needs to find
+    /// the exporter at fault.
+    pub fn refused(
+        &self,
+        reason: &'static str,
+        error: &str,
+        gpu: &str,
+        ts_ms: i64,
+        host: Option<&str>,
+    ) {
+        let payload = serde_json::json!({
+            "gpu": cut(gpu, 256),
+            "ts_ms": ts_ms,
+            "host": host.map(|h| cut(h, 256)),
+        });
+        self.lock()
+            .write(reason, error, "pipeline", &payload.to_string());
+    }
+
     pub fn flush(&mut self) {
-        if let Some(out) = &mut self.out {
+        if let Some(out) = &mut self.lock().out {
             let _ = out.flush();
+        }
+    }
+}
+
+impl Inner {
+    fn write(&mut self, reason: &'static str, error: &str, source: &str, payload: &str) {
+        self.count += 1;
+        *self.by_reason.entry(reason).or_default() += 1;
+        if let Some(out) = &mut self.out {
+            let line = serde_json::json!({
+                "reason": reason,
+                "error": error,
+                "source": source,
+                "payload": payload,
+            });
+            let _ = writeln!(out, "{line}");
         }
     }
 }

@@ -18,7 +18,7 @@
 use std::fmt;
 use std::io::BufRead;
 
-use super::{DecodeOutput, Encoding, adapter, native, nvsmi, prom, sniff};
+use super::{DecodeOutput, Encoding, adapter, limits, native, nvsmi, prom, sniff};
 use crate::error::DecodeError;
 use crate::sample::Sample;
 
@@ -103,6 +103,19 @@ impl Decoder {
     /// completed (adapter samples complete later, in a later message's
     /// output or [`Decoder::finish`]'s).
     pub fn decode(&mut self, bytes: &[u8], default_ts_ms: i64) -> &mut DecodeOutput {
+        if bytes.len() > limits::MAX_UNIT_BYTES {
+            self.out.clear();
+            self.out.errors.push(DecodeError::TooLarge {
+                len: bytes.len(),
+                max: limits::MAX_UNIT_BYTES,
+            });
+            return &mut self.out;
+        }
+        self.decode_any(bytes, default_ts_ms)
+    }
+
+    /// [`Decoder::decode`] without the size limit (a whole scrape file).
+    fn decode_any(&mut self, bytes: &[u8], default_ts_ms: i64) -> &mut DecodeOutput {
         self.out.clear();
         let out = &mut self.out;
         match sniff(bytes) {
@@ -120,6 +133,7 @@ impl Decoder {
             None if std::str::from_utf8(bytes).is_err() => out.errors.push(DecodeError::NotUtf8),
             None => out.errors.push(DecodeError::UnknownEncoding),
         }
+        limits::enforce(&mut out.samples, &mut out.errors);
         &mut self.out
     }
 
@@ -127,6 +141,7 @@ impl Decoder {
     pub fn finish(&mut self) -> &mut DecodeOutput {
         self.out.clear();
         self.assembler.flush_all(&mut self.out);
+        limits::enforce(&mut self.out.samples, &mut self.out.errors);
         &mut self.out
     }
 
@@ -153,7 +168,7 @@ impl Decoder {
         if whole {
             let mut bytes = Vec::new();
             reader.read_to_end(&mut bytes)?;
-            let out = self.decode(&bytes, 0);
+            let out = self.decode_any(&bytes, 0);
             out.samples.sort_by_key(|s| s.ts_ms);
             return each(Decoded {
                 position: Position::File { file },

@@ -23,6 +23,11 @@ impl Interner {
         if let Some(a) = self.map.get(s) {
             return a.clone();
         }
+        if s.len() > super::limits::MAX_LABEL_BYTES {
+            // Refused by the limits check right after decoding: not worth
+            // a place in the table.
+            return Arc::from(s);
+        }
         if self.map.len() >= MAX_ENTRIES {
             self.map.clear();
         }

@@ -12,6 +12,7 @@
 pub mod adapter;
 mod decoder;
 mod intern;
+pub mod limits;
 pub mod native;
 pub mod nvsmi;
 pub mod prom;

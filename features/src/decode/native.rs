@@ -92,9 +92,22 @@ impl<'de> Visitor<'de> for MessageVisitor<'_> {
     }
 }
 
-fn finish(index: usize, rec: RawRecord, out: &mut DecodeOutput) {
+fn finish(index: usize, mut rec: RawRecord, out: &mut DecodeOutput) {
+    let mut field_errors = std::mem::take(&mut rec.field_errors);
     match rec.into_sample(index, &mut out.interner) {
-        Ok(s) => out.samples.push(s),
+        Ok(s) => {
+            // The record stands without its out-of-range fields; each is
+            // still counted and dead-lettered.
+            for e in &mut field_errors {
+                if let DecodeError::AbsurdValue { index: i, .. }
+                | DecodeError::NotFinite { index: i, .. } = e
+                {
+                    *i = index;
+                }
+            }
+            out.errors.append(&mut field_errors);
+            out.samples.push(s);
+        }
         Err(e) => out.errors.push(e),
     }
 }
@@ -107,6 +120,8 @@ struct RawRecord<'de> {
     metrics: Metrics,
     extra: Vec<(Box<str>, f64)>,
     problem: Option<DecodeError>,
+    /// Out-of-range values: the field is left missing, the record kept.
+    field_errors: Vec<DecodeError>,
 }
 
 impl RawRecord<'_> {
@@ -242,7 +257,7 @@ impl<'de> Visitor<'de> for MetricsSeed<'_, 'de> {
                 Some(field) => match validate(0, field, v) {
                     Ok(Some(v)) => rec.metrics.set(field, v),
                     Ok(None) => {}
-                    Err(e) => rec.fail(e),
+                    Err(e) => rec.field_errors.push(e),
                 },
                 None if v.is_finite() && !super::is_blank_sentinel(v) => {
                     rec.extra.push((k.into(), v))

@@ -58,7 +58,10 @@ fn array_keeps_good_records_next_to_bad_ones() {
     ]"#;
     let out = decode(msg);
     let gpus: Vec<&str> = out.samples.iter().map(|s| &*s.gpu).collect();
-    assert_eq!(gpus, ["GPU-a", "GPU-f"]);
+    // An out-of-range value leaves its field missing; the record stands
+    // (the error is still reported, for the counter and the dead letter).
+    assert_eq!(gpus, ["GPU-a", "GPU-c", "GPU-f"]);
+    assert_eq!(out.samples[1].metrics.get(Field::GpuTemp), None);
     assert_eq!(out.errors.len(), 4);
     assert_eq!(out.errors[0], DecodeError::MissingGpu { index: 1 });
     assert!(matches!(
@@ -75,7 +78,7 @@ fn array_keeps_good_records_next_to_bad_ones() {
     assert!(
         matches!(&out.errors[3], DecodeError::BadField { index: 4, field, .. } if field == "DCGM_FI_DEV_GPU_TEMP")
     );
-    let f = &out.samples[1];
+    let f = &out.samples[2];
     assert_eq!(f.topo.job.as_deref(), Some("4711"));
     assert_eq!(f.metrics.get(Field::GpuTemp), None);
     assert_eq!(f.extra, vec![("MY_CUSTOM".into(), 2.5)]);

@@ -4,12 +4,21 @@
 use crate::error::DecodeError;
 use crate::field::{Field, FieldKind};
 
-/// DCGM "blank" values (`DCGM_INT64_BLANK` and friends, e.g.
-/// `9223372036854775794` = not supported) are missing data, not readings:
-/// any integer ≥ 0x7ffffffffffffff0 or float ≥ 2^47 (`DCGM_FP64_BLANK` is
-/// 140737488355328.0). Counters such as energy in mJ stay far below that.
+/// DCGM "blank" values are missing data, not readings: `DCGM_FP64_BLANK`
+/// (2^47 = 140737488355328.0) and its NOT_FOUND / NOT_SUPPORTED /
+/// NOT_PERMISSIONED neighbours just above, `DCGM_INT32_BLANK`
+/// (0x7ffffff0) and its neighbours up to `i32::MAX`, and `DCGM_INT64_BLANK`
+/// (0x7ffffffffffffff0, e.g. `9223372036854775794` = not supported) and its
+/// neighbours, which an f64 cannot tell apart from 2^63. Anything else is
+/// a reading, to be checked against the field's range: a value such as
+/// 1e308 is out of range, not blank.
 pub fn is_blank_sentinel(v: f64) -> bool {
-    v >= 140_737_488_355_328.0
+    const FP64_BLANK: f64 = 140_737_488_355_328.0;
+    const INT32_BLANK: f64 = 2_147_483_632.0;
+    const INT64_BLANK: f64 = 9_223_372_036_854_775_792.0;
+    (FP64_BLANK..FP64_BLANK + 16.0).contains(&v)
+        || (INT32_BLANK..=f64::from(i32::MAX)).contains(&v)
+        || (INT64_BLANK..=9_223_372_036_854_775_808.0).contains(&v)
 }
 
 /// The physically plausible range of a field; outside it, a reading is a
@@ -70,5 +79,17 @@ mod tests {
         assert!(validate(0, Field::GpuTemp, 900.0).is_err());
         assert!(validate(0, Field::PowerUsage, -3.0).is_err());
         assert!(validate(0, Field::PowerUsage, f64::NAN).is_err());
+    }
+
+    #[test]
+    fn huge_values_are_out_of_range_not_blank() {
+        assert!(validate(0, Field::GpuTemp, 1e308).is_err());
+        assert!(validate(0, Field::EccSbeVolTotal, 1e300).is_err());
+        assert_eq!(validate(0, Field::GpuTemp, 140_737_488_355_330.0), Ok(None));
+        assert_eq!(validate(0, Field::GpuTemp, 2_147_483_632.0), Ok(None));
+        assert_eq!(
+            validate(0, Field::EccSbeVolTotal, 9_223_372_036_854_775_807.0),
+            Ok(None)
+        );
     }
 }

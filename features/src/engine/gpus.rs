@@ -172,6 +172,24 @@ impl GpuTable {
         self.slots.iter_mut().flatten()
     }
 
+    /// Every GPU, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = &GpuEntry> {
+        self.slots.iter().flatten()
+    }
+
+    /// Drops the GPU called `gpu`; its slot is reused. False if it had no
+    /// state.
+    pub fn remove(&mut self, gpu: &str) -> bool {
+        let Some(i) = self.by_name.remove(gpu) else {
+            return false;
+        };
+        if let Some(e) = self.slots[i as usize].take() {
+            self.by_addr.remove(&addr(&e.id));
+        }
+        self.free.push(i);
+        true
+    }
+
     /// Drops the GPUs for which `keep` is false; their slots are reused.
     pub fn retain(&mut self, mut keep: impl FnMut(&GpuState) -> bool) {
         for (i, slot) in self.slots.iter_mut().enumerate() {

@@ -287,11 +287,16 @@ impl FeatureEngine {
         deferred: Option<&mut [u32; LEVELS]>,
     ) -> Result<Disposition, Rejected> {
         let ts = sample.ts_ms;
-        if self.watermark_ms != i64::MIN && ts > self.watermark_ms + self.cfg.max_future_skew_ms {
+        if self.watermark_ms != i64::MIN
+            && ts
+                > self
+                    .watermark_ms
+                    .saturating_add(self.cfg.max_future_skew_ms)
+        {
             self.counters.ahead += 1;
             return Err(Rejected::AheadOfWatermark {
                 gpu: sample.gpu.clone(),
-                ahead_ms: ts - self.watermark_ms,
+                ahead_ms: ts.saturating_sub(self.watermark_ms),
             });
         }
         let slot = match self.gpus.find(&sample.gpu) {
@@ -365,7 +370,7 @@ impl FeatureEngine {
         // Silence runs on the horizon when the source has partitions.
         let quiet_now = self.silence_horizon_ms.map_or(now, |h| h.min(now));
         if quiet_now >= self.next_sweep_ms && quiet_now != i64::MIN {
-            self.next_sweep_ms = quiet_now + SWEEP_EVERY_MS;
+            self.next_sweep_ms = quiet_now.saturating_add(SWEEP_EVERY_MS);
             let silence = self.cfg.silence_ms;
             let start = events.len();
             for GpuEntry { id: gpu, state: st } in self.gpus.iter_mut() {
@@ -387,16 +392,21 @@ impl FeatureEngine {
                 _ => std::cmp::Ordering::Equal,
             });
         }
-        if now >= self.next_gc_ms {
+        // Garbage collection also runs on the horizon (which the pipeline
+        // caps at the fleet's robust clock): one sample from a clock far
+        // ahead must not make every GPU look expired.
+        let now = quiet_now;
+        if now >= self.next_gc_ms && now != i64::MIN {
             if self.next_gc_ms != i64::MIN {
                 self.cohorts.gc(now, IDLE_BUCKETS);
                 self.hosts.gc(now, IDLE_BUCKETS);
                 self.racks.gc(now, IDLE_BUCKETS);
-                self.xids.gc(now - XID_GROUP_TTL_MS);
+                self.xids.gc(now.saturating_sub(XID_GROUP_TTL_MS));
                 let ttl = self.cfg.gpu_ttl_ms;
-                self.gpus.retain(|st| now - st.arrival.last_ts_ms() <= ttl);
+                self.gpus
+                    .retain(|st| now.saturating_sub(st.arrival.last_ts_ms()) <= ttl);
             }
-            self.next_gc_ms = now + GC_EVERY_MS;
+            self.next_gc_ms = now.saturating_add(GC_EVERY_MS);
         }
     }
 
@@ -409,6 +419,20 @@ impl FeatureEngine {
             + self.hosts.approx_heap_bytes()
             + self.racks.approx_heap_bytes()
             + self.xids.approx_heap_bytes()
+    }
+
+    /// Drops every piece of per-GPU state of `gpu` (the shared models and
+    /// cohort statistics forget it as their buckets age). False if it had
+    /// none.
+    pub fn evict(&mut self, gpu: &str) -> bool {
+        self.gpus.remove(gpu)
+    }
+
+    /// Every GPU with state and the event time of its newest sample.
+    pub fn gpu_clocks(&self) -> impl Iterator<Item = (&GpuId, i64)> {
+        self.gpus
+            .iter()
+            .map(|e| (&e.id, e.state.arrival.last_ts_ms()))
     }
 
     /// Per-GPU state of `gpu`, for tests and debugging endpoints.

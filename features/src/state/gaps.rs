@@ -38,6 +38,14 @@ pub struct ArrivalState {
     newest: u8,
     /// A `Silent` event was emitted and not yet closed by a `Gap`.
     pub silent_reported: bool,
+    /// Accepted samples, saturating. GPUs restored from checkpoints written
+    /// before it was kept count as established.
+    #[serde(default = "established")]
+    pub accepted: u32,
+}
+
+fn established() -> u32 {
+    u32::MAX
 }
 
 impl Default for ArrivalState {
@@ -46,6 +54,7 @@ impl Default for ArrivalState {
             recent: [i64::MIN; RECENT],
             newest: 0,
             silent_reported: false,
+            accepted: 0,
         }
     }
 }
@@ -65,13 +74,13 @@ impl ArrivalState {
             return Arrival::First;
         }
         if ts_ms > last {
-            let gap_from = (ts_ms - last > silence_ms).then_some(last);
+            let gap_from = (ts_ms.saturating_sub(last) > silence_ms).then_some(last);
             return Arrival::InOrder { gap_from };
         }
         if self.recent.contains(&ts_ms) {
             return Arrival::Duplicate;
         }
-        let lag_ms = last - ts_ms;
+        let lag_ms = last.saturating_sub(ts_ms);
         if lag_ms <= tolerance_ms {
             Arrival::Absorbed
         } else {
@@ -86,6 +95,7 @@ impl ArrivalState {
         self.newest = ((usize::from(self.newest) + 1) % RECENT) as u8;
         self.recent[usize::from(self.newest)] = ts_ms;
         self.silent_reported = false;
+        self.accepted = self.accepted.saturating_add(1);
     }
 }
 

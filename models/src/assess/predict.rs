@@ -109,6 +109,13 @@ impl Predictor {
         self.scored.clear();
     }
 
+    /// Forgets everything about `gpu` (its trend, history and last score).
+    pub fn evict(&mut self, gpu: &str) {
+        self.trends.remove(gpu);
+        self.history.remove(gpu);
+        self.scored.remove(gpu);
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.trends
             .values()

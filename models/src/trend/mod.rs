@@ -141,7 +141,19 @@ impl Trend {
             self.open_ms = x.ts_ms - x.ts_ms.rem_euclid(BUCKET_MS);
         }
         let mut closed = false;
-        while x.ts_ms >= self.open_ms + BUCKET_MS {
+        // A long silence (or a clock jump): start afresh rather than push
+        // empty buckets. Checked first and in saturating arithmetic, so no
+        // timestamp, however absurd, can overflow or spin this loop.
+        if x.ts_ms.saturating_sub(self.open_ms) > BUCKET_MS * (BUCKETS as i64 + 1) {
+            self.counts.clear();
+            self.levels.clear();
+            self.open_count = 0;
+            self.open_ms = x.ts_ms - x.ts_ms.rem_euclid(BUCKET_MS);
+            closed = true;
+        }
+        while let Some(end) = self.open_ms.checked_add(BUCKET_MS)
+            && x.ts_ms >= end
+        {
             if self.counts.len() == BUCKETS {
                 self.counts.remove(0);
                 self.levels.remove(0);
@@ -150,14 +162,8 @@ impl Trend {
             self.levels
                 .push([self.remapped as f32, self.retired as f32]);
             self.open_count = 0;
-            self.open_ms += BUCKET_MS;
+            self.open_ms = end;
             closed = true;
-            // A long silence: start afresh rather than push 30 empty buckets.
-            if x.ts_ms - self.open_ms > BUCKET_MS * BUCKETS as i64 {
-                self.counts.clear();
-                self.levels.clear();
-                self.open_ms = x.ts_ms - x.ts_ms.rem_euclid(BUCKET_MS);
-            }
         }
         if x.sbe_delta.is_nan() {
             // Counter reset: the history no longer lines up with the counter.

@@ -75,6 +75,7 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
             &cfg,
             model.clone(),
             Box::new(Collect(events.clone())),
+            None,
             |_, send| {
                 let mut buf = Vec::new();
                 let mut batch = Vec::with_capacity(crate::sources::BATCH + 512);
