@@ -206,5 +206,7 @@ fn bad_clocks_floods_and_garbage_leave_the_fleets_alerts_unchanged() {
         reasons["unconfirmed_gpu"] >= flood,
         "every flood sample is dead-lettered: {reasons:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("FOREWARN_CHAOS_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
