@@ -14,8 +14,36 @@ use crate::state::{SharedState, State};
 #[derive(Debug, Default)]
 pub struct Admin {
     pub token: Option<String>,
+    /// Token for reads (none: reads are open); see [`super::guard`].
+    pub read_token: Option<String>,
     /// Operator labels (`POST /v1/labels`) are appended here (contract CSV).
     pub labels_file: Option<PathBuf>,
+}
+
+impl Admin {
+    /// The tokens from the variables `api.token_env` and
+    /// `api.read_token_env` name (an empty value counts as unset).
+    pub fn from_env(token_env: &str, read_token_env: Option<&str>, labels_file: PathBuf) -> Admin {
+        let var = |name: &str| std::env::var(name).ok().filter(|t| !t.is_empty());
+        let token = var(token_env);
+        if token.is_none() {
+            tracing::info!(
+                "{token_env} is unset: silences, labels and model reloads over REST are disabled"
+            );
+        }
+        let read_token = read_token_env.and_then(|name| {
+            let t = var(name);
+            if t.is_none() {
+                tracing::warn!("api.read_token_env names {name}, which is unset: reads are open");
+            }
+            t
+        });
+        Admin {
+            token,
+            read_token,
+            labels_file: Some(labels_file),
+        }
+    }
 }
 
 /// The alert outbox and the names of its receivers (delivery metrics).
