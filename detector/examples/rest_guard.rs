@@ -14,7 +14,8 @@
 //!    connection).
 //!
 //! `--serve-for S` instead only serves (table and publisher running) for S
-//! seconds and prints the address, for an outside load generator (wrk).
+//! seconds on `--port` (default: any free one, printed), for an outside
+//! load generator (wrk).
 //!
 //! ```sh
 //! cargo run --profile release -p detector --example rest_guard -- --gpus 100000
@@ -269,6 +270,7 @@ fn main() {
     let idle: usize = arg("--idle", 5_000);
     let probes: usize = arg("--probes", 500);
     let serve_for: f64 = arg("--serve-for", 0.0);
+    let port: u16 = arg("--port", 0);
     let mut settings: ServerSettings = detector::config::RawApi::default()
         .validate()
         .expect("default [api]");
@@ -288,6 +290,22 @@ fn main() {
         state.publish(&batch);
     }
     println!("table: {gpus} GPUs in {:.2} s", t.elapsed().as_secs_f64());
+    // The publisher's cost per assessment, flat out, before any load.
+    let mut seed = 7u64;
+    let t = Instant::now();
+    for round in 0..100 {
+        let batch: Vec<Assessment> = (0..1_000)
+            .map(|_| {
+                let g = (next(&mut seed) % gpus as u64) as usize;
+                assessment(g, (next(&mut seed) % 1_000) as f64 / 1_000.0, round)
+            })
+            .collect();
+        state.publish(&batch);
+    }
+    println!(
+        "publish flat out: {:.2} µs per assessment (batch building included)",
+        t.elapsed().as_secs_f64() * 1e6 / 100_000.0
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let published = Arc::new(AtomicU64::new(0));
     let pub_thread = {
@@ -304,7 +322,7 @@ fn main() {
     let shutdown = CancellationToken::new();
     let addr = server_rt.block_on(async {
         let server = Server::bind(
-            SocketAddr::from(([127, 0, 0, 1], 0)),
+            SocketAddr::from(([127, 0, 0, 1], port)),
             &settings,
             app(AppState::new(state.clone())),
         )

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::server::ServeError;
 use crate::pipeline::PipelineHandle;
 use crate::reload::ModelSlot;
 use crate::state::{SharedState, State};
@@ -22,8 +23,14 @@ pub struct Admin {
 
 impl Admin {
     /// The tokens from the variables `api.token_env` and
-    /// `api.read_token_env` name (an empty value counts as unset).
-    pub fn from_env(token_env: &str, read_token_env: Option<&str>, labels_file: PathBuf) -> Admin {
+    /// `api.read_token_env` name (an empty value counts as unset). A read
+    /// token asked for but missing is an error, not open reads: the
+    /// operator meant reads to be closed.
+    pub fn from_env(
+        token_env: &str,
+        read_token_env: Option<&str>,
+        labels_file: PathBuf,
+    ) -> Result<Admin, ServeError> {
         let var = |name: &str| std::env::var(name).ok().filter(|t| !t.is_empty());
         let token = var(token_env);
         if token.is_none() {
@@ -31,18 +38,17 @@ impl Admin {
                 "{token_env} is unset: silences, labels and model reloads over REST are disabled"
             );
         }
-        let read_token = read_token_env.and_then(|name| {
-            let t = var(name);
-            if t.is_none() {
-                tracing::warn!("api.read_token_env names {name}, which is unset: reads are open");
-            }
-            t
-        });
-        Admin {
+        let read_token = match read_token_env {
+            None => None,
+            Some(name) => Some(var(name).ok_or_else(|| ServeError::ReadTokenUnset {
+                var: name.to_owned(),
+            })?),
+        };
+        Ok(Admin {
             token,
             read_token,
             labels_file: Some(labels_file),
-        }
+        })
     }
 }
 

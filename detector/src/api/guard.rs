@@ -28,8 +28,8 @@ use super::app_state::Admin;
 use super::error::ApiError;
 use super::server::ServerSettings;
 
-/// Paths open without the read token (and never counted against the
-/// request cap when cheap): liveness, readiness, the metrics scrape.
+/// Paths open without the read token: liveness, readiness, the metrics
+/// scrape (probes and scrapers carry no token).
 fn is_open(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics")
 }

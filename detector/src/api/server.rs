@@ -58,6 +58,10 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error(
+        "api.read_token_env names {var}, which is unset or empty: set it, or leave api.read_token_env out for open reads"
+    )]
+    ReadTokenUnset { var: String },
     /// A TLS file that cannot be used, named by its key and path.
     #[error("{key} = {}: {message}", path.display())]
     Tls {

@@ -338,3 +338,15 @@ async fn shutdown_closes_idle_connections_and_returns() {
         "idle connection closed"
     );
 }
+
+#[test]
+fn a_read_token_asked_for_but_unset_refuses_to_start() {
+    let unset = "FOREWARN_TEST_NO_SUCH_VARIABLE";
+    let e = Admin::from_env(unset, Some(unset), "l.csv".into()).expect_err("closed reads");
+    assert!(e.to_string().contains(unset), "{e}");
+    let open = Admin::from_env(unset, None, "l.csv".into()).expect("open reads");
+    assert_eq!((open.token, open.read_token), (None, None));
+    // Any variable that is set will do (PATH always is).
+    let closed = Admin::from_env(unset, Some("PATH"), "l.csv".into()).expect("closed reads");
+    assert!(closed.read_token.is_some());
+}

@@ -218,7 +218,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         &cfg.token_env,
         cfg.read_token_env.as_deref(),
         cfg.labels_file.clone(),
-    );
+    )?;
     let state = SharedState::new();
     let slot = Arc::new(ModelSlot::new(
         cfg.model_file.clone(),

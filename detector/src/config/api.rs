@@ -27,9 +27,9 @@ pub struct RawApi {
     #[serde(default = "default_token_env")]
     pub token_env: String,
     /// Environment variable holding a bearer token for reads. Unset (the
-    /// default) or naming an unset variable: reads are open. When it holds
-    /// a token, every GET except `/healthz`, `/readyz` and `/metrics` needs
-    /// it (or the change token).
+    /// default): reads are open. Set: every GET except `/healthz`,
+    /// `/readyz` and `/metrics` needs that token (or the change token),
+    /// and `serve` refuses to start while the variable is unset or empty.
     pub read_token_env: Option<String>,
     /// Label store: `POST /v1/labels` appends here (the contract's
     /// `gpu,ts,kind` CSV, read by `forewarn train --labels`).
