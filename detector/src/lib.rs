@@ -34,6 +34,7 @@ pub mod pipeline;
 pub mod priority;
 pub mod progress;
 pub mod reload;
+pub mod risk_index;
 pub mod risk_table;
 pub mod sources;
 pub mod state;

@@ -9,6 +9,11 @@
 //! writer builds each new view outside every lock and then only swaps
 //! pointers under one stripe's write lock (a few hash inserts); readers clone
 //! an `Arc` under a read lock and format the response with no lock held.
+//!
+//! Beside the stripes the publisher keeps the two orders list pages are
+//! read in ([`Ranked`], by risk and by id), updated row by row right after
+//! each stripe's swap under their own lock, so a ranked page never sorts
+//! the fleet.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
@@ -18,6 +23,8 @@ use features::GpuId;
 use features::hash::FxBuild;
 
 use crate::assess::{Assessment, HealthState};
+pub use crate::risk_index::Order;
+use crate::risk_index::Ranked;
 
 /// Points of risk history kept per GPU, one per [`HISTORY_STEP_MS`].
 pub const HISTORY_LEN: usize = 48;
@@ -79,6 +86,8 @@ pub struct RiskTable {
     /// Serializes publishers, so the read-build-swap of one batch cannot
     /// interleave with another's; readers never take it.
     writer: Mutex<()>,
+    /// The list orders; written per stripe swap, read per page.
+    ranked: RwLock<Ranked>,
 }
 
 impl Default for RiskTable {
@@ -86,6 +95,7 @@ impl Default for RiskTable {
         RiskTable {
             stripes: (0..STRIPES).map(|_| RwLock::default()).collect(),
             writer: Mutex::new(()),
+            ranked: RwLock::default(),
         }
     }
 }
@@ -113,11 +123,41 @@ impl RiskTable {
 
     /// GPUs in the table.
     pub fn len(&self) -> Result<usize, Poisoned> {
-        let mut n = 0;
-        for i in 0..self.stripes.len() {
-            n += self.read(i)?.len();
+        Ok(self.ranked.read().map_err(|_| Poisoned)?.len())
+    }
+
+    /// One page of the views in `order` that pass `keep` (all when none),
+    /// and how many pass: walks `offset + limit` entries of the kept
+    /// order (every entry when filtered), never sorts.
+    pub fn page(
+        &self,
+        order: Order,
+        keep: Option<&dyn Fn(&GpuView) -> bool>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(usize, Vec<Arc<GpuView>>), Poisoned> {
+        let ranked = self.ranked.read().map_err(|_| Poisoned)?;
+        Ok(ranked.page(order, keep, offset, limit))
+    }
+
+    /// Removes GPUs from the table and its orders (eviction).
+    pub fn remove(&self, gpus: &[GpuId]) -> Result<(), Poisoned> {
+        let _writer = self.writer.lock().map_err(|_| Poisoned)?;
+        let mut gone = Vec::new();
+        for id in gpus {
+            let old = self.stripes[stripe_of(id)]
+                .write()
+                .map_err(|_| Poisoned)?
+                .remove(id);
+            if let Some(old) = old {
+                gone.push((id, old));
+            }
         }
-        Ok(n)
+        let mut ranked = self.ranked.write().map_err(|_| Poisoned)?;
+        for (id, old) in &gone {
+            ranked.remove(id, old);
+        }
+        Ok(())
     }
 
     pub fn is_empty(&self) -> Result<bool, Poisoned> {
@@ -172,6 +212,9 @@ impl RiskTable {
         // One new view per GPU and batch, advanced in place through that
         // GPU's assessments in batch order.
         let mut built: HashMap<GpuId, GpuView> = HashMap::new();
+        // (id, replaced view, new view) of one stripe, for the orders; the
+        // replaced views are dropped after the locks are released.
+        let mut swapped: Vec<(GpuId, Option<Arc<GpuView>>, Arc<GpuView>)> = Vec::new();
         for group in by_stripe.chunk_by(|x, y| x.0 == y.0) {
             let s = group[0].0;
             {
@@ -195,10 +238,20 @@ impl RiskTable {
                     }
                 }
             }
-            let mut stripe = self.stripes[s].write().map_err(|_| Poisoned)?;
-            for (id, v) in built.drain() {
-                stripe.insert(id, Arc::new(v));
+            {
+                let mut stripe = self.stripes[s].write().map_err(|_| Poisoned)?;
+                for (id, v) in built.drain() {
+                    let v = Arc::new(v);
+                    let old = stripe.insert(id.clone(), v.clone());
+                    swapped.push((id, old, v));
+                }
             }
+            let mut ranked = self.ranked.write().map_err(|_| Poisoned)?;
+            for (id, old, v) in &swapped {
+                ranked.set(id, old.as_deref(), v);
+            }
+            drop(ranked);
+            swapped.clear();
         }
         Ok(())
     }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::server::ServeError;
 use crate::pipeline::PipelineHandle;
 use crate::reload::ModelSlot;
 use crate::state::{SharedState, State};
@@ -14,8 +15,41 @@ use crate::state::{SharedState, State};
 #[derive(Debug, Default)]
 pub struct Admin {
     pub token: Option<String>,
+    /// Token for reads (none: reads are open); see [`super::guard`].
+    pub read_token: Option<String>,
     /// Operator labels (`POST /v1/labels`) are appended here (contract CSV).
     pub labels_file: Option<PathBuf>,
+}
+
+impl Admin {
+    /// The tokens from the variables `api.token_env` and
+    /// `api.read_token_env` name (an empty value counts as unset). A read
+    /// token asked for but missing is an error, not open reads: the
+    /// operator meant reads to be closed.
+    pub fn from_env(
+        token_env: &str,
+        read_token_env: Option<&str>,
+        labels_file: PathBuf,
+    ) -> Result<Admin, ServeError> {
+        let var = |name: &str| std::env::var(name).ok().filter(|t| !t.is_empty());
+        let token = var(token_env);
+        if token.is_none() {
+            tracing::info!(
+                "{token_env} is unset: silences, labels and model reloads over REST are disabled"
+            );
+        }
+        let read_token = match read_token_env {
+            None => None,
+            Some(name) => Some(var(name).ok_or_else(|| ServeError::ReadTokenUnset {
+                var: name.to_owned(),
+            })?),
+        };
+        Ok(Admin {
+            token,
+            read_token,
+            labels_file: Some(labels_file),
+        })
+    }
 }
 
 /// The alert outbox and the names of its receivers (delivery metrics).

@@ -14,6 +14,7 @@ use utoipa::IntoParams;
 use super::app_state::AppState;
 use super::error::ApiError;
 use crate::assess::{HealthState, Kind};
+use crate::risk_table::Order;
 use crate::state::GpuView;
 
 /// Largest page of `GET /v1/gpus`.
@@ -41,7 +42,7 @@ pub struct ListQuery {
 
 /// What `GET /v1/gpus` lists per GPU, and the head of `GET /v1/gpus/{uuid}`.
 #[derive(Serialize)]
-struct GpuSummary<'a> {
+pub(super) struct GpuSummary<'a> {
     gpu: &'a str,
     risk: f64,
     state: &'static str,
@@ -55,7 +56,7 @@ struct GpuSummary<'a> {
     top_reason: Option<&'a String>,
 }
 
-fn summary(v: &GpuView) -> GpuSummary<'_> {
+pub(super) fn summary(v: &GpuView) -> GpuSummary<'_> {
     let a = &v.latest;
     GpuSummary {
         gpu: &a.gpu,
@@ -92,40 +93,26 @@ pub async fn list(
             )));
         }
     };
-    let gpus = state.gpus.views()?;
     let eq = |want: &Option<String>, have: &Option<std::sync::Arc<str>>| {
         want.as_deref().is_none_or(|w| have.as_deref() == Some(w))
     };
-    let mut hits: Vec<&GpuView> = gpus
+    let matches = |v: &GpuView| {
+        let a = &v.latest;
+        q.state.as_deref().is_none_or(|s| a.state.as_str() == s)
+            && eq(&q.cluster, &a.topo.cluster)
+            && eq(&q.rack, &a.topo.rack)
+            && eq(&q.host, &a.topo.host)
+            && eq(&q.job, &a.topo.job)
+            && eq(&q.model, &a.topo.model)
+    };
+    let filtered = [&q.state, &q.cluster, &q.rack, &q.host, &q.job, &q.model]
         .iter()
-        .map(|v| &**v)
-        .filter(|v| {
-            let a = &v.latest;
-            q.state.as_deref().is_none_or(|s| a.state.as_str() == s)
-                && eq(&q.cluster, &a.topo.cluster)
-                && eq(&q.rack, &a.topo.rack)
-                && eq(&q.host, &a.topo.host)
-                && eq(&q.job, &a.topo.job)
-                && eq(&q.model, &a.topo.model)
-        })
-        .collect();
-    if by_risk {
-        hits.sort_by(|a, b| {
-            b.latest
-                .risk
-                .total_cmp(&a.latest.risk)
-                .then_with(|| a.latest.gpu.cmp(&b.latest.gpu))
-        });
-    } else {
-        hits.sort_by(|a, b| a.latest.gpu.cmp(&b.latest.gpu));
-    }
-    let total = hits.len();
-    let items: Vec<GpuSummary> = hits
-        .into_iter()
-        .skip(offset)
-        .take(limit)
-        .map(summary)
-        .collect();
+        .any(|f| f.is_some());
+    let order = if by_risk { Order::Risk } else { Order::Gpu };
+    let keep: Option<&dyn Fn(&GpuView) -> bool> = filtered.then_some(&matches);
+    // The table keeps both orders: a page is read, never sorted.
+    let (total, page) = state.gpus.page(order, keep, offset, limit)?;
+    let items: Vec<GpuSummary> = page.iter().map(|v| summary(v)).collect();
     Ok(Json(
         json!({ "total": total, "offset": offset, "limit": limit, "items": items }),
     ))

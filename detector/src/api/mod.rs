@@ -4,6 +4,9 @@
 //! scoring. `app(state)` builds the router so tests call it with
 //! `oneshot` and no socket (axum `examples/testing`).
 //!
+//! Every request passes the token check of [`guard`] first; the server
+//! ([`server`]) adds timeouts and caps around the app.
+//!
 //! The handlers get an [`AppState`]: the published state plus the handles
 //! `serve` builds once the pipeline runs (commands, model reloads, the
 //! outbox's delivery counters, the admin settings).
@@ -12,7 +15,9 @@ mod admin;
 mod app_state;
 mod error;
 mod gpus;
+mod guard;
 mod map;
+pub mod server;
 
 use std::sync::Arc;
 
@@ -27,6 +32,7 @@ use utoipa_axum::routes;
 use crate::metrics::{ModelInfo, SinkInfo};
 
 pub use error::ApiError;
+pub use server::{ServeError, Server, ServerSettings, TlsFiles};
 
 pub use app_state::{Admin, AppState, Delivery};
 
@@ -89,7 +95,13 @@ pub fn app(state: impl Into<AppState>) -> Router {
         tracing::error!(error = %e, "encoding the OpenAPI document");
         "{}".into()
     });
-    router.layer(Extension(Doc(json.into()))).with_state(state)
+    router
+        .layer(Extension(Doc(json.into())))
+        .layer(axum::middleware::from_fn_with_state(
+            state.admin.clone(),
+            guard::auth,
+        ))
+        .with_state(state)
 }
 
 /// Liveness.
@@ -143,6 +155,10 @@ async fn openapi(Extension(doc): Extension<Doc>) -> impl IntoResponse {
 }
 
 #[cfg(test)]
+mod list_tests;
+#[cfg(test)]
 mod openapi_tests;
+#[cfg(test)]
+mod server_tests;
 #[cfg(test)]
 mod tests;

@@ -210,6 +210,7 @@ async fn changes_need_the_token_and_labels_reach_the_store() {
     let st = super::AppState::new(SharedState::new()).with_admin(super::Admin {
         token: Some("s3cret".into()),
         labels_file: Some(file.clone()),
+        ..Default::default()
     });
     let (status, _) = send(st.clone(), "POST", "/v1/labels", None, label).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);

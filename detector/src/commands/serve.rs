@@ -214,17 +214,11 @@ fn restore_or_new(
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
-    let token = std::env::var(&cfg.token_env).ok().filter(|t| !t.is_empty());
-    if token.is_none() {
-        tracing::info!(
-            "{} is unset: silences, labels and model reloads over REST are disabled",
-            cfg.token_env
-        );
-    }
-    let admin = Admin {
-        token,
-        labels_file: Some(cfg.labels_file.clone()),
-    };
+    let admin = Admin::from_env(
+        &cfg.token_env,
+        cfg.read_token_env.as_deref(),
+        cfg.labels_file.clone(),
+    )?;
     let state = SharedState::new();
     let slot = Arc::new(ModelSlot::new(
         cfg.model_file.clone(),
@@ -310,17 +304,10 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         state.set_ready(true);
     }
 
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
-        .await
-        .with_context(|| format!("binding {}", cfg.listen))?;
-    tracing::info!(
-        "forewarn serving on http://{} (GET /v1/gpus?sort=risk, /v1/alerts, /metrics)",
-        cfg.listen
-    );
-    let served = axum::serve(listener, crate::api::app(app))
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .await
-        .context("serving REST");
+    let served =
+        crate::api::server::serve(cfg.listen, &cfg.api, crate::api::app(app), shutdown.clone())
+            .await
+            .context("serving REST");
     // REST may also have failed on its own: stop the rest with it.
     shutdown.cancel();
     let joined = tokio::task::spawn_blocking(move || source.join())

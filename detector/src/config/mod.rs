@@ -7,7 +7,7 @@
 //! example is `docs/forewarn.example.toml`.
 //!
 //! Layout: `source.rs` (the `[source]` variants), `sections.rs` (pipeline,
-//! api, checkpoint, export, models), `feature_stage.rs` (the feature stage's
+//! checkpoint, export, models), `api.rs` (the REST API), `feature_stage.rs` (the feature stage's
 //! knobs), `duration.rs` (duration strings and the deprecated number keys).
 
 use std::net::SocketAddr;
@@ -17,6 +17,7 @@ use std::time::Duration;
 use features::FeatureConfig;
 use serde::Deserialize;
 
+mod api;
 mod duration;
 mod error;
 mod feature_stage;
@@ -25,11 +26,12 @@ mod source;
 #[cfg(test)]
 mod tests;
 
+pub use api::RawApi;
 pub use duration::ConfigDuration;
 pub use error::ConfigError;
 use error::err;
 pub use feature_stage::RawFeatures;
-pub use sections::{RawApi, RawCheckpoint, RawExport, RawModels, RawPipeline};
+pub use sections::{RawCheckpoint, RawExport, RawModels, RawPipeline};
 pub use source::{FileSource, KafkaSource, RawSource, SimulatorSource, SourceKind};
 
 /// The alert policy used when the file has no `[alerts]` table.
@@ -81,7 +83,11 @@ pub struct Config {
     pub alerts: alerts::Config,
     pub listen: SocketAddr,
     pub token_env: String,
+    /// Variable holding the read token (none: reads are open).
+    pub read_token_env: Option<String>,
     pub labels_file: PathBuf,
+    /// REST timeouts, caps and TLS.
+    pub api: crate::api::server::ServerSettings,
     /// Checkpoint directory (none: no checkpoints).
     pub checkpoint_dir: Option<PathBuf>,
     pub checkpoint_every: Duration,
@@ -134,7 +140,9 @@ impl RawConfig {
             alerts,
             listen: self.api.listen,
             token_env: self.api.token_env.clone(),
+            read_token_env: self.api.read_token_env.clone(),
             labels_file: self.api.labels_file.clone(),
+            api: self.api.validate()?,
             checkpoint_dir,
             checkpoint_every: self.checkpoint.every()?,
             export: self.export.validate()?,

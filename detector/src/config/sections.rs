@@ -1,9 +1,8 @@
-//! The small tables of `forewarn.toml`: `[pipeline]`, `[api]`,
-//! `[checkpoint]`, `[export]` and `[models]`. Each default is a function
+//! The small tables of `forewarn.toml`: `[pipeline]`, `[checkpoint]`,
+//! `[export]` and `[models]` (`[api]` is in `api.rs`). Each default is a function
 //! next to its field saying where the number comes from; each table's
 //! `validate` checks only what its types cannot say.
 
-use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -79,51 +78,6 @@ impl RawPipeline {
             return Err(err("pipeline.max_gpus", "must be at least 1"));
         }
         Ok(())
-    }
-}
-
-/// `[api]`: the REST API.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawApi {
-    /// Listen address, `address:port`.
-    #[serde(default = "default_listen")]
-    pub listen: SocketAddr,
-    /// Environment variable holding the bearer token for changes
-    /// (silences, labels, reloads); unset = changes refused.
-    #[serde(default = "default_token_env")]
-    pub token_env: String,
-    /// Label store: `POST /v1/labels` appends here (the contract's
-    /// `gpu,ts,kind` CSV, read by `forewarn train --labels`).
-    #[serde(default = "default_labels_file")]
-    pub labels_file: PathBuf,
-}
-
-/// 127.0.0.1:8080: loopback, so nothing is exposed until an operator
-/// says so; 8080 is the usual unprivileged HTTP port.
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 8080))
-}
-
-/// `FOREWARN_API_TOKEN`: the product's name, so it is found in an
-/// environment listing.
-fn default_token_env() -> String {
-    "FOREWARN_API_TOKEN".into()
-}
-
-/// `forewarn-labels.csv` in the working directory, next to the other
-/// `forewarn-*` outputs.
-fn default_labels_file() -> PathBuf {
-    PathBuf::from("forewarn-labels.csv")
-}
-
-impl Default for RawApi {
-    fn default() -> Self {
-        RawApi {
-            listen: default_listen(),
-            token_env: default_token_env(),
-            labels_file: default_labels_file(),
-        }
     }
 }
 
