@@ -184,18 +184,6 @@ impl RiskTable {
         Ok(())
     }
 
-    /// Drops evicted GPUs' views.
-    pub fn remove(&self, gpus: &[GpuId]) -> Result<(), Poisoned> {
-        let _writer = self.writer.lock().map_err(|_| Poisoned)?;
-        for g in gpus {
-            self.stripes[stripe_of(g)]
-                .write()
-                .map_err(|_| Poisoned)?
-                .remove(g);
-        }
-        Ok(())
-    }
-
     /// Publishes a batch of assessments (in order: a GPU's later one wins).
     pub fn publish(&self, batch: &[Assessment]) -> Result<(), Poisoned> {
         if batch.is_empty() {
