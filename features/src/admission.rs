@@ -260,9 +260,7 @@ impl Admission {
             self.advance_clock(&chunk);
             let band = self.band.unwrap_or((i64::MIN, i64::MIN));
             for s in chunk {
-                if let Err((s, r)) = self.admit_one(s, band, &mut out) {
-                    out.refused.push((s, r));
-                }
+                self.admit_one(s, band, &mut out);
             }
         }
         let clock = self.clock_ms.unwrap_or(i64::MIN);
@@ -359,13 +357,8 @@ impl Admission {
         q
     }
 
-    /// Admits, holds or refuses one sample (handing it back with why).
-    fn admit_one(
-        &mut self,
-        s: Sample,
-        (low, high): (i64, i64),
-        out: &mut Admitted,
-    ) -> Result<(), (Sample, Refusal)> {
+    /// Admits, holds or refuses one sample (into `out.refused`, with why).
+    fn admit_one(&mut self, s: Sample, (low, high): (i64, i64), out: &mut Admitted) {
         let skew = self.cfg.max_skew_ms;
         let ahead = s.ts_ms.saturating_sub(high);
         if ahead > skew {
@@ -376,7 +369,9 @@ impl Admission {
             if quarantine {
                 self.forget(&s.gpu, Eviction::Quarantined, out);
             }
-            return Err((s, Refusal::AheadOfFleet { ahead_ms: ahead }));
+            out.refused
+                .push((s, Refusal::AheadOfFleet { ahead_ms: ahead }));
+            return;
         }
         let established = self.cfg.established_after;
         if let Some(g) = self.gpus.get_mut(&s.gpu) {
@@ -395,15 +390,18 @@ impl Admission {
                 g.held = Vec::new();
                 out.samples.push(s);
             }
-            return Ok(());
+            return;
         }
         let behind = low.saturating_sub(s.ts_ms);
         if low != i64::MIN && behind > skew {
-            return Err((s, Refusal::StaleFirstSample { behind_ms: behind }));
+            out.refused
+                .push((s, Refusal::StaleFirstSample { behind_ms: behind }));
+            return;
         }
         if self.gpus.len() >= self.cfg.max_gpus && !self.displace(out) {
             let max = self.cfg.max_gpus;
-            return Err((s, Refusal::GpuLimit { max }));
+            out.refused.push((s, Refusal::GpuLimit { max }));
+            return;
         }
         let id = s.gpu.clone();
         let mut g = Gpu {
@@ -422,7 +420,6 @@ impl Admission {
             out.samples.push(s);
         }
         self.gpus.insert(id, g);
-        Ok(())
     }
 
     /// Forgets `gpu`: an established GPU is reported as evicted (the shards

@@ -62,7 +62,7 @@ fn bad_clocks_floods_and_garbage_leave_the_fleets_alerts_unchanged() {
     // spread through it.
     let mut mixed = String::with_capacity(clean.len() + flood * 200);
     let mut injected = 0usize;
-    let mut push = |out: &mut String, line: &str| {
+    let push = |out: &mut String, line: &str| {
         out.push_str(line);
         out.push('\n');
     };
