@@ -385,9 +385,10 @@ impl Forest {
     /// internal consistency.
     pub fn from_json(json: &str) -> Result<Self, RcfError> {
         check_json_version(json)?;
-        let forest: Forest = serde_json::from_str(json)?;
-        forest.check_consistency()?;
-        Ok(forest)
+        // Through the unchecked form, so that a corrupt snapshot is a
+        // `CorruptSnapshot` here rather than a JSON error.
+        let repr: ForestRepr = serde_json::from_str(json)?;
+        Forest::try_from(repr)
     }
 
     #[cfg(test)]
@@ -425,7 +426,11 @@ impl Forest {
                         reason: "a tree's node arena or dimensions differ from the config",
                     });
                 }
-                if !t.sampler.is_consistent() || !t.check_structure(&g.store) {
+                if !t
+                    .sampler
+                    .is_consistent(self.config.sample_size, self.stored)
+                    || !t.check_structure(&g.store)
+                {
                     return Err(RcfError::CorruptSnapshot {
                         reason: "tree structure is invalid",
                     });
