@@ -411,6 +411,14 @@ impl Forest {
                 reason: "tree count differs from config",
             });
         }
+        if !self
+            .shingle
+            .is_consistent(self.config.input_dimensions, self.config.shingle_size)
+        {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "shingle shape differs from config",
+            });
+        }
         if self.config.sample_size > super::MAX_SAMPLE_SIZE {
             return Err(RcfError::CorruptSnapshot {
                 reason: "sample size out of range",

@@ -140,6 +140,7 @@ fn a_snapshot_whose_trees_disagree_with_its_sample_size_is_rejected() {
 fn a_snapshot_whose_sampler_disagrees_with_the_forest_is_rejected() {
     let stored = small_snapshot(2)["stored"].as_u64().expect("stored");
     let cases: [(&str, serde_json::Value); 4] = [
+        // (the sampler's field, a value the forest contradicts)
         ("next_accept", serde_json::json!(stored - 1)),
         ("base_time", serde_json::json!(stored + 1)),
         ("capacity", serde_json::json!(0)),
@@ -169,4 +170,25 @@ fn a_corrupt_snapshot_is_rejected_from_cbor_too() {
     let mut good = Vec::new();
     ciborium::into_writer(&small_snapshot(2), &mut good).expect("cbor");
     ciborium::from_reader::<Forest, _>(good.as_slice()).expect("a sound snapshot restores");
+}
+
+/// A shingle buffer of another shape than the config's made the next row
+/// index out of it. Found by fuzzing restore
+/// (`fuzz/corpus/restore_rcf/shingle-shape.json`).
+#[test]
+fn a_snapshot_whose_shingle_disagrees_with_the_config_is_rejected() {
+    for (field, value) in [
+        ("buffer", serde_json::json!([])),
+        ("last", serde_json::json!([0.0, 0.0])),
+        ("size", serde_json::json!(2)),
+        ("filled", serde_json::json!(5)),
+    ] {
+        let mut v = small_snapshot(2);
+        v["shingle"][field] = value.clone();
+        let err = Forest::from_json(&v.to_string()).expect_err(field);
+        assert!(
+            matches!(err, RcfError::CorruptSnapshot { .. }),
+            "{field}={value}: {err}"
+        );
+    }
 }
