@@ -425,6 +425,15 @@ impl Forest {
             });
         }
         for g in &self.groups {
+            // The store's points are the trees' points (a store of another
+            // width broke the first insert after restore).
+            if g.store.dims() != self.config.dimensions()
+                || g.store.step() != self.config.input_dimensions
+            {
+                return Err(RcfError::CorruptSnapshot {
+                    reason: "point store shape differs from config",
+                });
+            }
             let mut refs = vec![0u32; g.store.slot_count()];
             for t in &g.trees {
                 // Every tree's node arena has the sample size (the lockstep

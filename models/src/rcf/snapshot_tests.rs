@@ -192,3 +192,21 @@ fn a_snapshot_whose_shingle_disagrees_with_the_config_is_rejected() {
         );
     }
 }
+
+/// A point store of another width than the forest's broke the first insert
+/// after restore. Found by fuzzing restore
+/// (`fuzz/corpus/restore_rcf/store-shape.json`).
+#[test]
+fn a_snapshot_whose_point_store_disagrees_with_the_config_is_rejected() {
+    let mut v = small_snapshot(2);
+    let store = &mut v["groups"][0]["store"];
+    store["dims"] = serde_json::json!(2);
+    store["step"] = serde_json::json!(2);
+    store["arena"] = serde_json::json!([]);
+    store["refs"] = serde_json::json!([]);
+    let err = Forest::from_json(&v.to_string()).expect_err("store of width 2");
+    assert!(
+        matches!(err, RcfError::CorruptSnapshot { reason } if reason.contains("point store shape")),
+        "{err}"
+    );
+}
