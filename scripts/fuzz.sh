@@ -39,10 +39,6 @@ targets() { cargo fuzz list --fuzz-dir fuzz; }
 # huge allocation anything over 2 GB at once or in total.
 LIBFUZZER_OPTS=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=65536)
 
-fuzz() {
-    cargo fuzz "$@" --fuzz-dir fuzz -s none --target-dir "$FUZZ_TARGET_DIR"
-}
-
 replay() {
     echo "== cargo fuzz build (all targets)"
     nice -n "$NICE" cargo fuzz build --fuzz-dir fuzz -s none --target-dir "$FUZZ_TARGET_DIR"
@@ -50,7 +46,8 @@ replay() {
     for t in $(targets); do
         n=$(find "fuzz/corpus/$t" -type f | wc -l)
         echo "== replay $t ($n inputs)"
-        fuzz run "$t" "fuzz/corpus/$t" -- -runs=0 "${LIBFUZZER_OPTS[@]}"
+        cargo fuzz run --fuzz-dir fuzz -s none --target-dir "$FUZZ_TARGET_DIR" \
+            "$t" "fuzz/corpus/$t" -- -runs=0 "${LIBFUZZER_OPTS[@]}"
     done
     echo "fuzz replay: all targets passed"
 }
