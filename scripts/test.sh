@@ -28,6 +28,14 @@ cargo build -p detector --bin forewarn
 echo "== cargo test --workspace"
 cargo test --workspace --no-fail-fast
 
+# Every fuzz target over its committed corpus, no fuzzing: the inputs that
+# once crashed or hung stay fixed (docs/fuzzing.md). Installs cargo-fuzz
+# and builds the instrumented targets on first run (their own target dir).
+# FOREWARN_FUZZ_REPLAY=0 skips it.
+if [ "${FOREWARN_FUZZ_REPLAY:-1}" != 0 ]; then
+    scripts/fuzz.sh --replay
+fi
+
 # The fleet map in a real browser (installs chromium and playwright-core
 # on first run; screenshots in out/browser).
 scripts/browser.sh test

@@ -11,6 +11,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
 use super::{DecodeOutput, is_blank_sentinel, validate};
 use crate::error::DecodeError;
 use crate::field::Field;
@@ -40,22 +42,20 @@ pub fn decode_into(bytes: &[u8], default_ts_ms: i64, out: &mut DecodeOutput) {
 }
 
 /// Where each (GPU, timestamp) sample of this input sits in `out.samples`:
-/// a file of many concatenated scrapes stays linear to decode.
+/// a file of many concatenated scrapes stays linear to decode, and so does
+/// one GPU with a new timestamp on every line (a scan of the GPU's
+/// timestamps made that quadratic: a hang on a large scrape file).
 #[derive(Default)]
-struct Index(HashMap<Box<str>, Vec<(i64, usize)>>);
+struct Index(HashMap<Box<str>, FxHashMap<i64, usize>>);
 
 impl Index {
     fn slot(&mut self, gpu: &str, ts: i64, out: &mut DecodeOutput) -> usize {
-        if let Some(&(_, i)) = self
-            .0
-            .get(gpu)
-            .and_then(|v| v.iter().rev().find(|(t, _)| *t == ts))
-        {
+        if let Some(&i) = self.0.get(gpu).and_then(|by_ts| by_ts.get(&ts)) {
             return i;
         }
         out.samples.push(Sample::new(gpu, ts));
         let i = out.samples.len() - 1;
-        self.0.entry(gpu.into()).or_default().push((ts, i));
+        self.0.entry(gpu.into()).or_default().insert(ts, i);
         i
     }
 }
@@ -257,6 +257,26 @@ go_goroutines 12
         );
         let b = &out.samples[1];
         assert_eq!((b.ts_ms, b.topo.job.as_deref()), (1000, Some("1234")));
+    }
+
+    /// One GPU with a new timestamp on every line: one sample per line, in
+    /// line order. Regression: the index scanned the GPU's timestamps, so
+    /// the time grew with the square of the lines.
+    #[test]
+    fn a_new_timestamp_on_every_line_stays_linear() {
+        let n = 100_000;
+        let text: String = (0..n)
+            .map(|t| format!("DCGM_FI_DEV_GPU_TEMP{{UUID=\"GPU-a\"}} 61 {t}\n"))
+            .collect();
+        let out = decode(&text);
+        assert!(out.errors.is_empty(), "{:?}", &out.errors[..1]);
+        assert_eq!(out.samples.len(), n);
+        assert!(
+            out.samples
+                .iter()
+                .enumerate()
+                .all(|(i, s)| s.ts_ms == i as i64)
+        );
     }
 
     #[test]

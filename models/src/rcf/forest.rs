@@ -385,9 +385,10 @@ impl Forest {
     /// internal consistency.
     pub fn from_json(json: &str) -> Result<Self, RcfError> {
         check_json_version(json)?;
-        let forest: Forest = serde_json::from_str(json)?;
-        forest.check_consistency()?;
-        Ok(forest)
+        // Through the unchecked form, so that a corrupt snapshot is a
+        // `CorruptSnapshot` here rather than a JSON error.
+        let repr: ForestRepr = serde_json::from_str(json)?;
+        Forest::try_from(repr)
     }
 
     #[cfg(test)]
@@ -410,12 +411,29 @@ impl Forest {
                 reason: "tree count differs from config",
             });
         }
+        if !self
+            .shingle
+            .is_consistent(self.config.input_dimensions, self.config.shingle_size)
+        {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "shingle shape differs from config",
+            });
+        }
         if self.config.sample_size > super::MAX_SAMPLE_SIZE {
             return Err(RcfError::CorruptSnapshot {
                 reason: "sample size out of range",
             });
         }
         for g in &self.groups {
+            // The store's points are the trees' points (a store of another
+            // width broke the first insert after restore).
+            if g.store.dims() != self.config.dimensions()
+                || g.store.step() != self.config.input_dimensions
+            {
+                return Err(RcfError::CorruptSnapshot {
+                    reason: "point store shape differs from config",
+                });
+            }
             let mut refs = vec![0u32; g.store.slot_count()];
             for t in &g.trees {
                 // Every tree's node arena has the sample size (the lockstep
@@ -425,7 +443,11 @@ impl Forest {
                         reason: "a tree's node arena or dimensions differ from the config",
                     });
                 }
-                if !t.sampler.is_consistent() || !t.check_structure(&g.store) {
+                if !t
+                    .sampler
+                    .is_consistent(self.config.sample_size, self.stored)
+                    || !t.check_structure(&g.store)
+                {
                     return Err(RcfError::CorruptSnapshot {
                         reason: "tree structure is invalid",
                     });

@@ -109,6 +109,18 @@ impl Shingler {
 }
 
 impl Shingler {
+    /// The shape matches `input_dims` rows of `size` (a restored shingler
+    /// of another shape would index out of its buffer on the next row).
+    pub(crate) fn is_consistent(&self, input_dims: usize, size: usize) -> bool {
+        self.input_dims == input_dims
+            && self.size == size
+            && size > 0
+            && input_dims.checked_mul(size) == Some(self.buffer.len())
+            && self.last.len() == input_dims
+            && self.missing_run.len() == input_dims
+            && self.filled <= size
+    }
+
     pub(crate) fn heap_bytes(&self) -> usize {
         self.buffer.capacity() * 4 + self.last.capacity() * 4 + self.missing_run.capacity() * 4
     }

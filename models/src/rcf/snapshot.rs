@@ -77,6 +77,10 @@ impl TryFrom<ForestRepr> for Forest {
 
     fn try_from(r: ForestRepr) -> Result<Self, RcfError> {
         check_version(r.version)?;
-        Ok(Forest::restored(r.config, r.groups, r.shingle, r.stored))
+        // Every decoder checks, not only `from_json`: the checkpoints' CBOR
+        // comes here too, and a forest restored unchecked panics later.
+        let forest = Forest::restored(r.config, r.groups, r.shingle, r.stored);
+        forest.check_consistency()?;
+        Ok(forest)
     }
 }

@@ -131,3 +131,82 @@ fn a_snapshot_whose_trees_disagree_with_its_sample_size_is_rejected() {
         Forest::from_json(&v.to_string()).expect_err("arenas of 16 under a sample size of 12");
     assert!(matches!(err, RcfError::CorruptSnapshot { .. }), "{err}");
 }
+
+/// A sampler's schedule must not lie behind the forest's clock, and its
+/// capacity must be the sample size: either made the first update after
+/// restore panic (an acceptance skipped, an empty heap read). Found by
+/// fuzzing restore (`fuzz/corpus/restore_rcf/sampler-*.json`).
+#[test]
+fn a_snapshot_whose_sampler_disagrees_with_the_forest_is_rejected() {
+    let stored = small_snapshot(2)["stored"].as_u64().expect("stored");
+    let cases: [(&str, serde_json::Value); 4] = [
+        // (the sampler's field, a value the forest contradicts)
+        ("next_accept", serde_json::json!(stored - 1)),
+        ("base_time", serde_json::json!(stored + 1)),
+        ("capacity", serde_json::json!(0)),
+        ("capacity", serde_json::json!(17)),
+    ];
+    for (field, value) in cases {
+        let mut v = small_snapshot(2);
+        v["groups"][0]["trees"][1]["sampler"][field] = value.clone();
+        let err = Forest::from_json(&v.to_string()).expect_err(field);
+        assert!(
+            matches!(err, RcfError::CorruptSnapshot { .. }),
+            "{field}={value}: {err}"
+        );
+    }
+}
+
+/// The checkpoints decode forests from CBOR, not through `from_json`: the
+/// same consistency check applies there.
+#[test]
+fn a_corrupt_snapshot_is_rejected_from_cbor_too() {
+    let mut v = small_snapshot(2);
+    v["groups"][0]["trees"][0]["sampler"]["next_accept"] = serde_json::json!(0);
+    let mut bytes = Vec::new();
+    ciborium::into_writer(&v, &mut bytes).expect("cbor");
+    let err = ciborium::from_reader::<Forest, _>(bytes.as_slice()).expect_err("corrupt");
+    assert!(err.to_string().contains("snapshot"), "{err}");
+    let mut good = Vec::new();
+    ciborium::into_writer(&small_snapshot(2), &mut good).expect("cbor");
+    ciborium::from_reader::<Forest, _>(good.as_slice()).expect("a sound snapshot restores");
+}
+
+/// A shingle buffer of another shape than the config's made the next row
+/// index out of it. Found by fuzzing restore
+/// (`fuzz/corpus/restore_rcf/shingle-shape.json`).
+#[test]
+fn a_snapshot_whose_shingle_disagrees_with_the_config_is_rejected() {
+    for (field, value) in [
+        ("buffer", serde_json::json!([])),
+        ("last", serde_json::json!([0.0, 0.0])),
+        ("size", serde_json::json!(2)),
+        ("filled", serde_json::json!(5)),
+    ] {
+        let mut v = small_snapshot(2);
+        v["shingle"][field] = value.clone();
+        let err = Forest::from_json(&v.to_string()).expect_err(field);
+        assert!(
+            matches!(err, RcfError::CorruptSnapshot { .. }),
+            "{field}={value}: {err}"
+        );
+    }
+}
+
+/// A point store of another width than the forest's broke the first insert
+/// after restore. Found by fuzzing restore
+/// (`fuzz/corpus/restore_rcf/store-shape.json`).
+#[test]
+fn a_snapshot_whose_point_store_disagrees_with_the_config_is_rejected() {
+    let mut v = small_snapshot(2);
+    let store = &mut v["groups"][0]["store"];
+    store["dims"] = serde_json::json!(2);
+    store["step"] = serde_json::json!(2);
+    store["arena"] = serde_json::json!([]);
+    store["refs"] = serde_json::json!([]);
+    let err = Forest::from_json(&v.to_string()).expect_err("store of width 2");
+    assert!(
+        matches!(err, RcfError::CorruptSnapshot { reason } if reason.contains("point store shape")),
+        "{err}"
+    );
+}

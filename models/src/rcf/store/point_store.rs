@@ -107,6 +107,11 @@ impl PointStore {
     }
 
     /// The row width: handles are multiples of it.
+    /// Values per point (the forest's shingled dimensions).
+    pub(crate) fn dims(&self) -> usize {
+        self.dims
+    }
+
     pub(crate) fn step(&self) -> usize {
         self.step
     }

@@ -205,9 +205,19 @@ impl Sampler {
         self.keys.capacity() * 4 + self.points.capacity() * 4
     }
 
-    /// Heap order holds and every key is finite and positive.
-    pub(crate) fn is_consistent(&self) -> bool {
-        self.keys.len() == self.points.len()
+    /// Heap order holds, every key is finite and positive, the capacity is
+    /// the forest's sample size, and the times are not ahead of `next_t`
+    /// (the time of the next point offered): a restored sampler whose
+    /// scheduled acceptance is already past, or whose weights are based in
+    /// the future, would break `offer`'s invariants on the first update.
+    pub(crate) fn is_consistent(&self, capacity: usize, next_t: u64) -> bool {
+        self.capacity == capacity
+            && capacity > 0
+            && self.time_decay.is_finite()
+            && self.time_decay >= 0.0
+            && self.base_time <= next_t
+            && (!self.is_full() || self.next_accept >= next_t)
+            && self.keys.len() == self.points.len()
             && self.keys.len() <= self.capacity
             && self.keys.iter().all(|k| k.is_finite() && *k >= 0.0)
             && (1..self.keys.len()).all(|i| self.keys[(i - 1) / 2] >= self.keys[i])
@@ -238,7 +248,7 @@ mod tests {
                 s.commit(t, acc, slot, &mut rng);
             }
         }
-        assert!(s.is_consistent());
+        assert!(s.is_consistent(capacity, n));
         times
     }
 
