@@ -114,8 +114,9 @@ impl Decoder {
         self.decode_any(bytes, default_ts_ms)
     }
 
-    /// [`Decoder::decode`] without the size limit (a whole scrape file).
-    fn decode_any(&mut self, bytes: &[u8], default_ts_ms: i64) -> &mut DecodeOutput {
+    /// [`Decoder::decode`] without the size limit on the unit: a whole
+    /// scrape or CSV file, however long (the per-sample limits hold).
+    pub fn decode_any(&mut self, bytes: &[u8], default_ts_ms: i64) -> &mut DecodeOutput {
         self.out.clear();
         let out = &mut self.out;
         match sniff(bytes) {
@@ -217,11 +218,12 @@ fn trim_line_end(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-/// Decodes one message with a fresh decoder, emitting adapter samples at
-/// once: for tests and one-off checks, not for streams.
+/// Decodes one message or a whole file with a fresh decoder, emitting
+/// adapter samples at once: for tests and one-off checks, not for streams
+/// (no limit on the input's size; the per-sample limits hold).
 pub fn decode(bytes: &[u8], default_ts_ms: i64) -> DecodeOutput {
     let mut d = Decoder::new(0);
-    d.decode(bytes, default_ts_ms);
+    d.decode_any(bytes, default_ts_ms);
     d.assembler.flush_all(&mut d.out);
     d.out
 }
