@@ -201,10 +201,7 @@ impl Admission {
                 },
             );
         }
-        if let Some(q) = self.quantiles(&[]) {
-            self.clock_ms = Some(q.mid);
-            self.band = Some((q.low, q.high));
-        }
+        self.reset_clock();
     }
 
     /// Changes the most GPUs tracked at once (those above it stay until
@@ -281,80 +278,6 @@ impl Admission {
             });
         }
         Ok(())
-    }
-
-    /// Records the batch's claims, then moves the clock to the lower
-    /// median of the established GPUs' claims (the batch's own GPUs while
-    /// none is established). Never moves back.
-    fn advance_clock(&mut self, batch: &[Sample]) {
-        let mut fresh = Vec::new();
-        let established = self.cfg.established_after;
-        for s in batch {
-            match self.gpus.get_mut(&s.gpu) {
-                Some(g) => {
-                    g.claim_ms = s.ts_ms;
-                    // Only established GPUs count in the clock, so only
-                    // their samples measure how recently one reported: a
-                    // flood of new ids must not age the fleet out of it.
-                    if g.samples >= established {
-                        self.seq += 1;
-                        g.seen_seq = self.seq;
-                    }
-                }
-                None => fresh.push(s.ts_ms),
-            }
-        }
-        if let Some(q) = self.quantiles(&fresh) {
-            // Until some GPU is established the clock may still move back:
-            // a lone first sample from a broken clock must not pin it.
-            self.clock_ms = Some(match self.clock_ms {
-                Some(old) if q.settled => old.max(q.mid),
-                _ => q.mid,
-            });
-            self.band = Some((q.low, q.high));
-        }
-    }
-
-    /// Quantiles of the claims of established GPUs still reporting
-    /// (`settled`); without any, of every tracked GPU and `fresh`. A GPU
-    /// still reports if it sent a sample within the last two rounds of the
-    /// fleet (arrival order), so GPUs that went silent, even half the
-    /// fleet, stop holding the clock back within two rounds.
-    fn quantiles(&mut self, fresh: &[i64]) -> Option<Quantiles> {
-        let window = 2 * self.established as u64 + 8;
-        let recent = self.seq.saturating_sub(window);
-        let established = self.cfg.established_after;
-        let mut claims = std::mem::take(&mut self.claims);
-        claims.clear();
-        claims.extend(
-            self.gpus
-                .values()
-                .filter(|g| g.samples >= established && g.seen_seq >= recent)
-                .map(|g| g.claim_ms),
-        );
-        let settled = !claims.is_empty();
-        if !settled {
-            claims.extend(self.gpus.values().map(|g| g.claim_ms));
-            claims.extend_from_slice(fresh);
-        }
-        let q = if claims.is_empty() {
-            None
-        } else {
-            let n = claims.len();
-            // Lower median: a strict majority claims at least this.
-            let mid = *claims.select_nth_unstable((n - 1) / 2).1;
-            let tail = (n / 10).max(1).min(n - 1);
-            let low = *claims.select_nth_unstable(tail).1;
-            let high = *claims.select_nth_unstable(n - 1 - tail).1;
-            Some(Quantiles {
-                low,
-                mid,
-                high,
-                settled,
-            })
-        };
-        self.claims = claims;
-        q
     }
 
     /// Admits, holds or refuses one sample (into `out.refused`, with why).
@@ -516,20 +439,14 @@ impl Admission {
     }
 }
 
-/// The fleet's claims, summarized.
-struct Quantiles {
-    low: i64,
-    mid: i64,
-    high: i64,
-    /// From established GPUs (else from whatever is tracked).
-    settled: bool,
-}
-
 /// Samples between clock updates while few GPUs are tracked.
 const MIN_CHUNK: usize = 64;
 
 /// How often (fleet time) established GPUs are checked against the TTL.
 const TTL_SCAN_EVERY_MS: i64 = 3_600_000;
 
+mod clock;
 #[cfg(test)]
 mod tests;
+
+pub use clock::band;

@@ -128,7 +128,8 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
         summary.samples,
         summary.gpus,
         summary.samples as f64 / secs.max(1e-9),
-        dead.count(),
+        // Dead letters hold the refused samples too.
+        dead.count().saturating_sub(summary.rejected),
         summary.rejected,
         summary.alert_events,
         args.alerts_out.display(),

@@ -248,12 +248,7 @@ impl Feed {
 /// round always gets the same clock whatever batches brought it.
 fn round_clock(samples: &[Sample]) -> Option<i64> {
     let mut ts: Vec<i64> = samples.iter().map(|s| s.ts_ms).collect();
-    let n = ts.len();
-    if n == 0 {
-        return None;
-    }
-    let tail = (n / 10).max(1).min(n - 1);
-    Some(*ts.select_nth_unstable(n - 1 - tail).1)
+    features::admission::band(&mut ts).map(|(_, high)| high)
 }
 
 /// Where `batch` (in event-time order, roughly) is cut into rounds: a
