@@ -110,13 +110,14 @@ impl Feed {
         let admitted = self.admission.admit(batch, wall);
         let samples = self.account(admitted);
         let clock_ms = self.admission.clock_ms();
+        // Partitioned input is the source's horizon, not the gate's clock.
+        self.partitioned |= horizon_ms.is_some();
         // Silence and alert timers run on the robust clock: no minority of
         // sources can move them, whatever the newest sample says.
         let horizon_ms = match (horizon_ms, clock_ms) {
             (Some(h), Some(c)) => Some(h.min(c)),
             (h, c) => h.or(c),
         };
-        self.partitioned |= horizon_ms.is_some();
         if !self.live && !self.partitioned {
             return self.aligned(samples, origin_ms);
         }
