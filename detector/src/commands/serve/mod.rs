@@ -8,22 +8,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use alerts::{AlertEngine, AlertEvent, AlertRouter, AlertSystem};
+use alerts::{AlertEvent, AlertRouter, AlertSystem};
 use anyhow::Context;
 use clap::Args;
 use datasets::simulator::SimConfig;
-use models::failure::FailureModel;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{Admin, AppState, Delivery};
-use crate::checkpoint::{CheckpointStore, Offsets};
+use crate::checkpoint::Offsets;
 use crate::config::{Config, RawConfig, SourceKind};
-use crate::pipeline::alerting::AlertStage;
-use crate::pipeline::shard::Shard;
-use crate::pipeline::{AlertSink, Pipeline, PipelineConfig};
+use crate::pipeline::{AlertSink, Pipeline};
 use crate::reload::ModelSlot;
 use crate::sources::{DeadLetters, file, kafka, simulator};
+
+mod restore;
 use crate::state::{SharedState, State};
+use restore::restore_or_new;
 
 /// Run the service (with no config: the built-in simulated fleet demo).
 #[derive(Debug, Args)]
@@ -124,93 +124,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 
 fn router_snapshot(r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
     crate::checkpoint::to_cbor(&r.snapshot(), "the alert router")
-}
-
-fn router_restore(cfg: &Config, sys: &AlertSystem, bytes: &[u8]) -> anyhow::Result<AlertRouter> {
-    if bytes.is_empty() {
-        return Ok(
-            AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone())
-                .with_shadow_log(cfg.alerts.shadow_file.clone()),
-        );
-    }
-    let snap: alerts::RouterSnapshot =
-        crate::checkpoint::from_cbor(bytes, "the alert router snapshot")?;
-    Ok(
-        AlertRouter::restore(&cfg.alerts.route, &sys.sinks, sys.outbox.clone(), snap)?
-            .with_shadow_log(cfg.alerts.shadow_file.clone()),
-    )
-}
-
-/// The pipeline's state: restored from the newest checkpoint, or fresh.
-struct Start {
-    shards: Vec<Shard>,
-    stage: AlertStage,
-    router: AlertRouter,
-    store: Option<CheckpointStore>,
-    resume: Offsets,
-}
-
-fn restore_or_new(
-    cfg: &Config,
-    sys: &AlertSystem,
-    model: Option<Arc<FailureModel>>,
-) -> anyhow::Result<Start> {
-    let pcfg = PipelineConfig {
-        shards: cfg.shards,
-        features: cfg.features.clone(),
-        seed: cfg.seed,
-        failure_model: model,
-    };
-    let store = match &cfg.checkpoint_dir {
-        Some(dir) => Some(CheckpointStore::open(dir)?),
-        None => None,
-    };
-    let latest = match &store {
-        Some(s) => s.latest()?,
-        None => None,
-    };
-    let Some(ckpt) = latest else {
-        return Ok(Start {
-            shards: pcfg.new_shards()?,
-            stage: AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone())),
-            router: AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone())
-                .with_shadow_log(cfg.alerts.shadow_file.clone()),
-            store,
-            resume: Offsets::new(),
-        });
-    };
-    anyhow::ensure!(
-        ckpt.shards.len() == cfg.shards,
-        "checkpoint {} has {} shards but pipeline.shards = {}: set pipeline.shards back, or move the checkpoint directory away to start fresh",
-        ckpt.seq,
-        ckpt.shards.len(),
-        cfg.shards
-    );
-    let shards = ckpt
-        .shards
-        .iter()
-        .map(|b| {
-            // The model is not part of the state: the one loaded now scores.
-            let mut shard = Shard::restore(b)?;
-            shard.set_failure_model(pcfg.failure_model.clone());
-            Ok(shard)
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let stage = AlertStage::restore(cfg.alerts.engine.clone(), &ckpt.stage)?;
-    let router = router_restore(cfg, sys, &ckpt.sink)?;
-    tracing::info!(
-        seq = ckpt.seq,
-        partitions = ckpt.offsets.len(),
-        gpus = shards.iter().map(Shard::gpu_count).sum::<usize>(),
-        "restored from checkpoint"
-    );
-    Ok(Start {
-        shards,
-        stage,
-        router,
-        store,
-        resume: ckpt.offsets,
-    })
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
