@@ -16,7 +16,8 @@
 //! to `max_batch` entries into one message. Nothing here logs a URL or key.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
@@ -128,7 +129,18 @@ pub async fn run_worker(
         // Take the permit before looking, so an enqueue in between is not missed.
         let woken = queue.notify.notified();
         let (ob, n, max) = (outbox.clone(), name.clone(), sink.max_batch());
-        let batch = blocking(move || ob.peek(&n, max)).await?;
+        let batch = match blocking(move || ob.peek(&n, max)).await {
+            Ok(b) => {
+                outbox_ok(&queue, &name);
+                b
+            }
+            Err(e) => {
+                if !outbox_fault(&queue, &name, e, &shutdown).await? {
+                    return Ok(());
+                }
+                continue;
+            }
+        };
         if batch.is_empty() {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
@@ -148,18 +160,27 @@ pub async fn run_worker(
             Outcome::Accepted => {
                 if attempt > 0 {
                     backoff = policy.backoff(splitmix64(&mut seeds));
+                    tracing::info!(receiver = %name, attempts = attempt + 1, "receiver accepted again");
                 }
                 attempt = 0;
-                let (ob, n, s) = (outbox.clone(), name.clone(), seqs.clone());
-                blocking(move || ob.ack(&n, &s)).await?;
+                DeliveryStats::set_fault(&queue.stats.receiver_fault, None);
                 queue
                     .stats
                     .delivered
                     .fetch_add(seqs.len() as u64, Ordering::Relaxed);
+                // The entries leave the queue even if their files cannot be
+                // removed now (see `Outbox::ack`): never sent twice.
+                let (ob, n, s) = (outbox.clone(), name.clone(), seqs.clone());
+                if let Err(e) = blocking(move || ob.ack(&n, &s)).await
+                    && !outbox_fault(&queue, &name, e, &shutdown).await?
+                {
+                    return Ok(());
+                }
             }
             Outcome::Retry { after, reason } => {
                 attempt = attempt.saturating_add(1);
                 queue.stats.retries.fetch_add(1, Ordering::Relaxed);
+                DeliveryStats::set_fault(&queue.stats.receiver_fault, Some(reason.clone()));
                 // Always advanced, so backoff keeps growing across Retry-Afters.
                 let next = backoff.next().unwrap_or(policy.max_backoff);
                 let delay = match after {
@@ -176,14 +197,89 @@ pub async fn run_worker(
                     backoff = policy.backoff(splitmix64(&mut seeds));
                 }
                 attempt = 0;
+                DeliveryStats::set_fault(&queue.stats.receiver_fault, None);
                 tracing::error!(receiver = %name, status, %answer, entries = seqs.len(), "receiver rejected notification, dead-lettered");
                 for seq in seqs {
                     let (ob, n, a) = (outbox.clone(), name.clone(), answer.clone());
-                    blocking(move || ob.dead_letter(&n, seq, status, &a)).await?;
-                    queue.stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                    match blocking(move || ob.dead_letter(&n, seq, status, &a)).await {
+                        Ok(()) => {
+                            queue.stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            // Still pending: sent again later, and rejected again.
+                            if !outbox_fault(&queue, &name, e, &shutdown).await? {
+                                return Ok(());
+                            }
+                            break;
+                        }
+                    }
                 }
             }
         }
+    }
+}
+
+/// How long a worker waits before touching an outbox that failed again.
+const OUTBOX_RETRY: Duration = Duration::from_secs(2);
+
+fn outbox_ok(queue: &crate::outbox::Queue, name: &str) {
+    if DeliveryStats::set_fault(&queue.stats.outbox_fault, None) {
+        tracing::info!(receiver = %name, "outbox readable again, delivering");
+    }
+}
+
+/// An outbox I/O error (disk full or failing): logged at ERROR once, then
+/// retried every [`OUTBOX_RETRY`] — a worker never stops over it. Other
+/// errors (an unknown receiver, a poisoned lock) are returned: they do not
+/// heal. Returns false if shutdown came during the wait.
+async fn outbox_fault(
+    queue: &crate::outbox::Queue,
+    name: &str,
+    e: OutboxError,
+    shutdown: &CancellationToken,
+) -> Result<bool, OutboxError> {
+    if !matches!(e, OutboxError::Io { .. }) {
+        return Err(e);
+    }
+    if DeliveryStats::set_fault(&queue.stats.outbox_fault, Some(e.to_string())) {
+        tracing::error!(receiver = %name, error = %e, "outbox I/O failed; delivery retries");
+    }
+    Ok(pause(OUTBOX_RETRY, shutdown).await)
+}
+
+/// Delivery counters of one receiver.
+#[derive(Debug, Default)]
+pub struct DeliveryStats {
+    /// Entries accepted by the receiver.
+    pub delivered: AtomicU64,
+    /// Failed attempts that were retried.
+    pub retries: AtomicU64,
+    /// Entries dead-lettered.
+    pub dead_lettered: AtomicU64,
+    /// Entries skipped at enqueue because the ledger had them.
+    pub deduplicated: AtomicU64,
+    /// The outbox I/O error the worker is retrying (none: reading and
+    /// acknowledging work).
+    pub outbox_fault: Mutex<Option<String>>,
+    /// Why the receiver's newest attempt failed, while it keeps failing
+    /// (cleared when it accepts).
+    pub receiver_fault: Mutex<Option<String>>,
+}
+
+impl DeliveryStats {
+    /// Sets or clears a fault; true if that changed whether there is one.
+    pub(crate) fn set_fault(slot: &Mutex<Option<String>>, fault: Option<String>) -> bool {
+        let Ok(mut f) = slot.lock() else {
+            return false;
+        };
+        let changed = f.is_some() != fault.is_some();
+        *f = fault;
+        changed
+    }
+
+    /// A copy of a fault slot.
+    pub fn fault(slot: &Mutex<Option<String>>) -> Option<String> {
+        slot.lock().ok().and_then(|f| f.clone())
     }
 }
 

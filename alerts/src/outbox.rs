@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -71,18 +71,7 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Ou
     }
 }
 
-/// Delivery counters of one receiver.
-#[derive(Debug, Default)]
-pub struct DeliveryStats {
-    /// Entries accepted by the receiver.
-    pub delivered: AtomicU64,
-    /// Failed attempts that were retried.
-    pub retries: AtomicU64,
-    /// Entries dead-lettered.
-    pub dead_lettered: AtomicU64,
-    /// Entries skipped at enqueue because the ledger had them.
-    pub deduplicated: AtomicU64,
-}
+pub use crate::delivery::DeliveryStats;
 
 /// One receiver's queue.
 #[derive(Debug)]
@@ -96,6 +85,8 @@ pub(crate) struct Queue {
 #[derive(Debug)]
 struct Ledger {
     next_seq: u64,
+    /// Ledger lines of stored entries not yet appended (the append failed).
+    unwritten: String,
     keys: HashSet<String>,
     order: VecDeque<String>,
     file: File,
@@ -107,6 +98,8 @@ pub struct Outbox {
     dir: PathBuf,
     ledger: Mutex<Ledger>,
     queues: BTreeMap<String, Arc<Queue>>,
+    /// Delivered entries whose file could not be removed yet.
+    stale: Mutex<Vec<PathBuf>>,
 }
 
 fn ledger_key(receiver: &str, ev: &crate::alert::AlertEvent) -> String {
@@ -186,11 +179,13 @@ impl Outbox {
             dir: dir.to_owned(),
             ledger: Mutex::new(Ledger {
                 next_seq,
+                unwritten: String::new(),
                 keys,
                 order,
                 file,
             }),
             queues,
+            stale: Mutex::new(Vec::new()),
         };
         // Entries that made it to disk count as enqueued even if their ledger
         // line did not (crash between the two).
@@ -235,101 +230,118 @@ impl Outbox {
     /// Durably stores notifications (in order) and wakes their workers.
     /// Returns how many entries were written (ledger duplicates are skipped).
     pub fn enqueue(&self, notifications: &[Notification]) -> Result<usize, OutboxError> {
+        let mut queue: VecDeque<Notification> = notifications.iter().cloned().collect();
+        self.enqueue_from(&mut queue)
+    }
+
+    /// As [`Outbox::enqueue`], taking notifications off the front of
+    /// `queue` as they are stored. On an error (disk full, I/O) what was
+    /// stored is gone from `queue` and the rest stays, so calling again
+    /// once the fault is gone stores each entry exactly once: progress is
+    /// kept per entry (a per-event receiver's notification loses each event
+    /// as its entry is written).
+    pub fn enqueue_from(&self, queue: &mut VecDeque<Notification>) -> Result<usize, OutboxError> {
         let mut ledger = lock(&self.ledger)?;
-        let mut written: Vec<(Arc<Queue>, u64, Vec<String>)> = Vec::new();
+        // Ledger lines of entries stored by an earlier call whose append failed.
+        let mut lines = std::mem::take(&mut ledger.unwritten);
+        let mut written: Vec<(Arc<Queue>, u64)> = Vec::new();
         let mut dirs = BTreeSet::new();
-        for n in notifications {
-            let queue = self
-                .queue(&n.receiver)
-                .ok_or_else(|| OutboxError::UnknownReceiver(n.receiver.clone()))?;
-            let fresh: Vec<_> = if n.resend {
-                n.events.clone()
-            } else {
-                n.events
-                    .iter()
-                    .filter(|e| !ledger.keys.contains(&ledger_key(&n.receiver, e)))
-                    .cloned()
-                    .collect()
-            };
-            let skipped = n.events.len() - fresh.len();
-            queue
-                .stats
-                .deduplicated
-                .fetch_add(skipped as u64, Ordering::Relaxed);
-            let entries: Vec<Notification> = if fresh.is_empty() {
-                Vec::new()
-            } else if queue.per_event {
-                fresh
-                    .into_iter()
-                    .map(|e| Notification {
-                        events: vec![e],
-                        ..n.clone()
-                    })
-                    .collect()
-            } else {
-                vec![Notification {
-                    events: fresh,
-                    ..n.clone()
-                }]
-            };
-            for entry in entries {
-                let seq = ledger.next_seq;
-                ledger.next_seq += 1;
-                let path = self.path(&n.receiver, seq);
-                let tmp = path.with_extension("tmp");
-                let bytes = serde_json::to_vec(&entry)?;
-                let mut f = File::create(&tmp).map_err(io("create", &tmp))?;
-                f.write_all(&bytes)
-                    .and_then(|()| f.sync_all())
-                    .map_err(io("write", &tmp))?;
-                fs::rename(&tmp, &path).map_err(io("rename", &tmp))?;
-                dirs.insert(self.dir.join(&n.receiver));
-                let keys = if entry.resend {
-                    Vec::new()
-                } else {
-                    entry
-                        .events
-                        .iter()
-                        .map(|e| ledger_key(&n.receiver, e))
-                        .collect()
-                };
-                written.push((queue.clone(), seq, keys));
-            }
+        let stored = self.store_front(&mut ledger, queue, &mut written, &mut lines, &mut dirs);
+        // Whatever was stored is deliverable now, even if a later step
+        // failed, and its ledger lines are appended (or kept for the next
+        // call), so a retry or a replay never stores it again.
+        for (q, seq) in &written {
+            lock(&q.pending)?.insert(*seq);
+            q.notify.notify_one();
         }
-        for d in &dirs {
-            sync_dir(d)?;
-        }
-        let ledger_path = self.dir.join("ledger.log");
-        let mut lines = String::new();
-        for (_, _, keys) in &written {
-            for k in keys {
-                lines.push_str(k);
-                lines.push('\n');
-            }
-        }
+        let synced = dirs.iter().try_for_each(|d| sync_dir(d));
         if !lines.is_empty() {
-            ledger
+            let ledger_path = self.dir.join("ledger.log");
+            let appended = ledger
                 .file
                 .write_all(lines.as_bytes())
-                .and_then(|()| ledger.file.sync_data())
-                .map_err(io("append", &ledger_path))?;
-        }
-        for (_, _, keys) in &written {
-            for k in keys {
-                if ledger.keys.insert(k.clone()) {
-                    ledger.order.push_back(k.clone());
-                }
+                .and_then(|()| ledger.file.sync_data());
+            if let Err(e) = appended {
+                ledger.unwritten = lines;
+                stored?;
+                return Err(io("append", &ledger_path)(e));
             }
         }
+        stored?;
+        synced?;
         if ledger.order.len() > LEDGER_MAX {
             self.compact(&mut ledger)?;
         }
-        drop(ledger);
-        for (queue, seq, _) in &written {
-            lock(&queue.pending)?.insert(*seq);
-            queue.notify.notify_one();
-        }
         Ok(written.len())
+    }
+
+    /// Stores the front of `queue` entry by entry (see [`Outbox::enqueue_from`]).
+    fn store_front(
+        &self,
+        ledger: &mut Ledger,
+        queue: &mut VecDeque<Notification>,
+        written: &mut Vec<(Arc<Queue>, u64)>,
+        lines: &mut String,
+        dirs: &mut BTreeSet<PathBuf>,
+    ) -> Result<(), OutboxError> {
+        while let Some(n) = queue.front_mut() {
+            let q = self
+                .queue(&n.receiver)
+                .ok_or_else(|| OutboxError::UnknownReceiver(n.receiver.clone()))?;
+            if !n.resend {
+                let before = n.events.len();
+                n.events
+                    .retain(|e| !ledger.keys.contains(&ledger_key(&n.receiver, e)));
+                q.stats
+                    .deduplicated
+                    .fetch_add((before - n.events.len()) as u64, Ordering::Relaxed);
+            }
+            while !n.events.is_empty() {
+                let take = if q.per_event { 1 } else { n.events.len() };
+                let entry = Notification {
+                    events: n.events[..take].to_vec(),
+                    ..n.clone()
+                };
+                let seq = ledger.next_seq;
+                let path = self.path(&n.receiver, seq);
+                self.write_entry(&path, &entry)?;
+                ledger.next_seq += 1;
+                dirs.insert(self.dir.join(&n.receiver));
+                written.push((q.clone(), seq));
+                if !entry.resend {
+                    for e in &entry.events {
+                        let k = ledger_key(&n.receiver, e);
+                        lines.push_str(&k);
+                        lines.push('\n');
+                        if ledger.keys.insert(k.clone()) {
+                            ledger.order.push_back(k);
+                        }
+                    }
+                }
+                n.events.drain(..take);
+            }
+            queue.pop_front();
+        }
+        Ok(())
+    }
+
+    /// Writes one entry as `<seq>.tmp`, fsynced, then renamed into place; a
+    /// failed write leaves no `.json` behind.
+    fn write_entry(&self, path: &Path, entry: &Notification) -> Result<(), OutboxError> {
+        let tmp = path.with_extension("tmp");
+        let bytes = serde_json::to_vec(entry)?;
+        let stored = File::create(&tmp)
+            .map_err(io("create", &tmp))
+            .and_then(|mut f| {
+                f.write_all(&bytes)
+                    .and_then(|()| f.sync_all())
+                    .map_err(io("write", &tmp))
+            })
+            .and_then(|()| fs::rename(&tmp, path).map_err(io("rename", &tmp)));
+        if stored.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        stored
     }
 
     fn compact(&self, ledger: &mut Ledger) -> Result<(), OutboxError> {
@@ -397,21 +409,36 @@ impl Outbox {
         Ok(out)
     }
 
-    /// Removes delivered entries.
+    /// Removes delivered entries. An entry whose file cannot be removed
+    /// (an I/O fault) leaves the queue anyway, so it is not sent twice
+    /// while this process runs; its removal is retried on the next call
+    /// (if the process restarts first, it is sent again with the same
+    /// dedup key, which receivers drop).
     pub fn ack(&self, receiver: &str, seqs: &[u64]) -> Result<(), OutboxError> {
         let queue = self
             .queue(receiver)
             .ok_or_else(|| OutboxError::UnknownReceiver(receiver.to_owned()))?;
-        for &seq in seqs {
-            let path = self.path(receiver, seq);
-            match fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io("remove", &path)(e)),
+        {
+            let mut pending = lock(&queue.pending)?;
+            for seq in seqs {
+                pending.remove(seq);
             }
-            lock(&queue.pending)?.remove(&seq);
         }
-        Ok(())
+        let mut stale = lock(&self.stale)?;
+        stale.extend(seqs.iter().map(|&seq| self.path(receiver, seq)));
+        let mut first_err = None;
+        stale.retain(|path| match fs::remove_file(path) {
+            Ok(()) => false,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => {
+                first_err.get_or_insert_with(|| io("remove", path)(e));
+                true
+            }
+        });
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Moves an entry to `dead/` with the receiver's answer.
@@ -472,3 +499,6 @@ impl Outbox {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod fault_tests;

@@ -5,7 +5,7 @@
 //! [`AlertRouter::flush`] (blocking: outbox fsyncs) as event time passes,
 //! while [`AlertSystem::spawn_delivery`] runs one worker per receiver.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ use crate::config::{
 use crate::delivery::{self, RetryPolicy};
 use crate::engine::AlertEngine;
 use crate::outbox::{Outbox, OutboxError};
-use crate::route::{Dispatcher, RawRoute, Route, Router, RouterSnapshot};
+use crate::route::{Dispatcher, Notification, RawRoute, Route, Router, RouterSnapshot};
 use crate::shadow::ShadowLog;
 use crate::sinks::config::{RawReceiver, ReceiverConfig};
 use crate::sinks::{Sink, SinkError};
@@ -178,6 +178,9 @@ pub struct AlertRouter {
     dispatcher: Dispatcher,
     outbox: Arc<Outbox>,
     shadow: Option<ShadowLog>,
+    /// Notifications made but not yet stored in the outbox, oldest first
+    /// (the outbox's disk was full or failing); stored before any newer one.
+    unwritten: VecDeque<Notification>,
 }
 
 fn resend_caps(sinks: &[Arc<Sink>]) -> HashMap<String, i64> {
@@ -197,6 +200,7 @@ impl AlertRouter {
             dispatcher: Dispatcher::new(Router::new(route), resend_caps(sinks)),
             outbox,
             shadow: None,
+            unwritten: VecDeque::new(),
         }
     }
 
@@ -211,9 +215,21 @@ impl AlertRouter {
         self.shadow.as_ref().map_or(0, ShadowLog::written)
     }
 
-    /// Copies the aggregation groups (see `route::checkpoint`).
+    /// Copies the aggregation groups (see `route::checkpoint`) and the
+    /// notifications not yet stored in the outbox.
     pub fn snapshot(&self) -> RouterSnapshot {
-        self.dispatcher.snapshot()
+        let mut snap = self.dispatcher.snapshot();
+        snap.unwritten = self
+            .unwritten
+            .iter()
+            .filter_map(|n| serde_json::to_string(n).ok())
+            .collect();
+        snap
+    }
+
+    /// Notifications waiting for the outbox (see [`AlertRouter::flush`]).
+    pub fn unwritten(&self) -> usize {
+        self.unwritten.len()
     }
 
     /// As [`AlertRouter::new`], with the groups of `snap` whose route still
@@ -222,13 +238,19 @@ impl AlertRouter {
         route: &Route,
         sinks: &[Arc<Sink>],
         outbox: Arc<Outbox>,
-        snap: RouterSnapshot,
+        mut snap: RouterSnapshot,
     ) -> Result<Self, SnapshotError> {
+        let unwritten = std::mem::take(&mut snap.unwritten)
+            .iter()
+            .map(|j| serde_json::from_str(j))
+            .collect::<Result<VecDeque<Notification>, _>>()
+            .map_err(|e| SnapshotError::Corrupt(format!("an unwritten notification: {e}")))?;
         let dispatcher = Dispatcher::restore(Router::new(route), resend_caps(sinks), snap)?;
         Ok(Self {
             dispatcher,
             outbox,
             shadow: None,
+            unwritten,
         })
     }
 
@@ -241,11 +263,14 @@ impl AlertRouter {
 
     /// Flushes groups due at `now_ms` into the outbox (blocking IO).
     /// Returns the number of entries written.
+    ///
+    /// If the outbox cannot store them (disk full or failing), the
+    /// notifications stay here, in order, and the error is returned; every
+    /// later call stores them first, each exactly once. The caller bounds
+    /// how many may wait ([`AlertRouter::unwritten`]) and retries with
+    /// [`AlertRouter::retry`].
     pub fn flush(&mut self, now_ms: i64) -> Result<usize, OutboxError> {
         let mut notifications = self.dispatcher.tick(now_ms);
-        if notifications.is_empty() {
-            return Ok(0);
-        }
         if notifications.iter().any(|n| n.shadow) {
             let (shadow, live): (Vec<_>, Vec<_>) =
                 notifications.into_iter().partition(|n| n.shadow);
@@ -253,22 +278,30 @@ impl AlertRouter {
                 tracing::info!(receiver = %n.receiver, group = %n.group_key, events = n.events.len(), "shadow: would notify");
             }
             match &mut self.shadow {
-                Some(log) => log.record(&shadow).map_err(|source| OutboxError::Io {
-                    op: "append shadow log",
-                    path: log.path().to_path_buf(),
-                    source,
-                })?,
+                Some(log) => {
+                    if let Err(source) = log.record(&shadow) {
+                        // A shadow log is for evaluation: its fault never
+                        // holds live notifications back.
+                        tracing::error!(path = %log.path().display(), error = %source, "shadow log not written");
+                    }
+                }
                 None => tracing::warn!(
                     dropped = shadow.len(),
                     "shadow notifications with no shadow log configured"
                 ),
             }
             notifications = live;
-            if notifications.is_empty() {
-                return Ok(0);
-            }
         }
-        self.outbox.enqueue(&notifications)
+        self.unwritten.extend(notifications);
+        self.retry()
+    }
+
+    /// Stores the notifications waiting for the outbox.
+    pub fn retry(&mut self) -> Result<usize, OutboxError> {
+        if self.unwritten.is_empty() {
+            return Ok(0);
+        }
+        self.outbox.enqueue_from(&mut self.unwritten)
     }
 
     /// Event time of the next flush due.

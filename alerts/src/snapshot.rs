@@ -61,6 +61,9 @@ pub enum SnapshotError {
         /// The matcher error.
         reason: String,
     },
+    /// A part of the snapshot does not decode.
+    #[error("router snapshot: {0}")]
+    Corrupt(String),
 }
 
 /// Just the version of a snapshot: deserialize this from the bytes first

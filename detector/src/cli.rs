@@ -51,8 +51,10 @@ pub enum Command {
 pub fn init_tracing(g: &GlobalArgs) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(&g.log)
         .map_err(|e| anyhow::anyhow!("--log {:?} is not a valid filter: {e}", g.log))?;
+    // Colours only on a terminal: a log file or journald gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let result = if g.log_json {
         builder.json().try_init()

@@ -6,8 +6,8 @@
 //! crate that knows rdkafka and serves HTTP.
 //!
 //! Layout, leaves first (`scripts/check-cycles.sh` keeps it acyclic):
-//! - [`metrics`], [`checkpoint`], [`priority`]: depend on nothing
-//!   else in the crate.
+//! - [`metrics`], [`checkpoint`], [`priority`], [`health`]: depend on
+//!   nothing else in the crate (health only on checkpoint's wall clock).
 //! - [`risk_table`] and [`state`]: the shared data REST reads (risk table,
 //!   alert view, metrics, model status).
 //! - [`export`]: Parquet exports of what the pipeline saw and decided.
@@ -29,6 +29,8 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod export;
+pub mod faults;
+pub mod health;
 pub mod metrics;
 pub mod pipeline;
 pub mod priority;

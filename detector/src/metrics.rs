@@ -32,6 +32,7 @@ pub const CHECKPOINTS: &str = "forewarn_checkpoints_total";
 pub const CHECKPOINT_BYTES: &str = "forewarn_checkpoint_bytes";
 pub const CHECKPOINT_SECONDS: &str = "forewarn_checkpoint_write_seconds";
 pub const SOURCE_PAUSES: &str = "forewarn_source_pauses_total";
+pub const COMPONENT_UP: &str = "forewarn_component_up";
 
 /// Upper bounds (seconds) of the latency histograms: 0.5 ms to 10 s.
 const BUCKETS: [f64; 14] = [
@@ -242,8 +243,19 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition (format 0.0.4).
-    pub fn render(&self, model: ModelInfo<'_>, sinks: Option<SinkInfo<'_>>) -> String {
+    pub fn render(
+        &self,
+        model: ModelInfo<'_>,
+        sinks: Option<SinkInfo<'_>>,
+        components: &[(String, i64)],
+    ) -> String {
         let p = Page(Registry::new());
+        p.gauges(
+            COMPONENT_UP,
+            "1 while a component works, 0 while it is degraded (retrying a fault) or stopped; /healthz says which and why.",
+            "component",
+            components.iter().map(|(n, v)| (n.as_str(), *v)),
+        );
         p.counter(
             SAMPLES_IN,
             "Telemetry samples decoded and handed to the pipeline.",

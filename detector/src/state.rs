@@ -131,6 +131,8 @@ pub struct SharedState {
     pub silences: RwLock<Vec<alerts::Silence>>,
     /// The failure model in use and its reload history.
     pub model: RwLock<ModelStatus>,
+    /// Each long-lived component's health (`/healthz`, `/readyz`).
+    pub health: crate::health::Health,
 }
 
 pub type State = Arc<SharedState>;
@@ -144,6 +146,7 @@ impl SharedState {
             ready: AtomicBool::new(false),
             silences: RwLock::new(Vec::new()),
             model: RwLock::new(ModelStatus::builtin()),
+            health: crate::health::Health::default(),
         })
     }
 
@@ -223,7 +226,18 @@ impl SharedState {
         self.ready.store(ready, Ordering::Relaxed);
     }
 
+    /// Restored and caught up (the source's view; see [`Self::unready`]).
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
+    }
+
+    /// Why `/readyz` fails: not caught up yet, or components down or
+    /// degraded on the alert path. Empty when ready.
+    pub fn unready(&self) -> Vec<String> {
+        let mut why = self.health.unready_parts();
+        if !self.is_ready() {
+            why.insert(0, "catching_up".to_owned());
+        }
+        why
     }
 }

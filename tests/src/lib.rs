@@ -66,6 +66,21 @@ pub mod receiver;
 /// `GET http://127.0.0.1:<port><path>`: the body, or `None` if the server
 /// is not answering or the status is not 200.
 pub fn http_get(port: u16, path: &str) -> Option<String> {
+    http_status(port, path).and_then(|(code, body)| (code == 200).then_some(body))
+}
+
+/// A counter or gauge from Prometheus text (sum over its label sets).
+pub fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `GET http://127.0.0.1:<port><path>`: the status code and body, or `None`
+/// if the server is not answering.
+pub fn http_status(port: u16, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
@@ -78,17 +93,6 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
     let (head, body) = text.split_once("\r\n\r\n")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        return None;
-    }
-    Some(body.to_string())
-}
-
-/// A counter or gauge from Prometheus text (sum over its label sets).
-pub fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_string()))
 }

@@ -29,6 +29,11 @@ pub struct RouterSnapshot {
     /// Format version ([`ROUTER_SNAPSHOT_VERSION`]).
     pub version: u32,
     groups: Vec<GroupRecord>,
+    /// Notifications made but not yet in the outbox (its disk was full or
+    /// failing), each as the JSON the outbox stores; `AlertRouter` keeps
+    /// them so a checkpoint taken meanwhile loses none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) unwritten: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -86,6 +91,7 @@ impl Dispatcher {
         RouterSnapshot {
             version: ROUTER_SNAPSHOT_VERSION,
             groups,
+            unwritten: Vec::new(),
         }
     }
 

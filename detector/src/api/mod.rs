@@ -24,7 +24,7 @@ use std::sync::Arc;
 use axum::extract::State as AxState;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use axum::{Extension, Router};
+use axum::{Extension, Json, Router};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -104,22 +104,42 @@ pub fn app(state: impl Into<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Liveness.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "ok")))]
-async fn healthz() -> &'static str {
-    "ok\n"
+/// Liveness: 200 unless a component stopped (503 naming it). The body
+/// lists every component's condition (up, degraded, down) and its cause.
+#[utoipa::path(get, path = "/healthz", responses(
+    (status = 200, description = "every component running (some may be degraded and retrying)", content_type = "application/json"),
+    (status = 503, description = "a component stopped: `failing` names it", content_type = "application/json"),
+))]
+async fn healthz(AxState(state): AxState<AppState>) -> impl IntoResponse {
+    let failing = state.health.down_parts();
+    let code = if failing.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = serde_json::json!({
+        "status": if failing.is_empty() { "ok" } else { "failing" },
+        "failing": failing,
+        "components": state.health.snapshot(),
+    });
+    (code, Json(body))
 }
 
-/// Readiness: restored and caught up.
+/// Readiness: restored, caught up, and every component on the alert path
+/// working (503 naming what is not).
 #[utoipa::path(get, path = "/readyz", responses(
     (status = 200, description = "ready"),
-    (status = 503, description = "not ready"),
+    (status = 503, description = "not ready: the body names why"),
 ))]
 async fn readyz(AxState(state): AxState<AppState>) -> impl IntoResponse {
-    if state.is_ready() {
-        (StatusCode::OK, "ready\n")
+    let why = state.unready();
+    if why.is_empty() {
+        (StatusCode::OK, "ready\n".to_owned())
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {}\n", why.join(", ")),
+        )
     }
 }
 
@@ -141,7 +161,7 @@ async fn metrics(AxState(state): AxState<AppState>) -> impl IntoResponse {
         outbox: &d.outbox,
         receivers: &d.receivers,
     });
-    let text = state.metrics.render(info, sinks);
+    let text = state.metrics.render(info, sinks, &state.health.gauges());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 

@@ -164,10 +164,39 @@ async fn fleet_health_ready_and_metrics() {
     );
     s.set_ready(true);
     assert_eq!(get(&s, "/readyz").await.0, StatusCode::OK);
+    // Component health: a degraded outbox fails readiness, not liveness;
+    // a stopped part fails both, and /healthz names it.
+    s.health.register("outbox", true);
+    s.health.register("shard-0", true);
+    s.health.degraded("outbox", "No space left on device");
+    let (st, body) = get(&s, "/readyz").await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        body.as_str().is_some_and(|b| b.contains("outbox")),
+        "{body}"
+    );
+    let (st, body) = get(&s, "/healthz").await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(body["components"]["outbox"]["condition"], "degraded");
+    assert_eq!(
+        body["components"]["outbox"]["cause"],
+        "No space left on device"
+    );
+    s.health.up("outbox");
+    s.health.down("shard-0", "the thread panicked");
+    let (st, body) = get(&s, "/healthz").await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["failing"], serde_json::json!(["shard-0"]));
+    assert_eq!(get(&s, "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
     let (st, body) = get(&s, "/metrics").await;
     assert_eq!(st, StatusCode::OK);
     let text = body.as_str().expect("text");
     assert!(text.contains("forewarn_gpus 3"), "{text}");
+    assert!(
+        text.contains("forewarn_component_up{component=\"shard-0\"} 0")
+            && text.contains("forewarn_component_up{component=\"outbox\"} 1"),
+        "{text}"
+    );
     let (st, body) = get(&s, "/openapi.json").await;
     assert_eq!(st, StatusCode::OK);
     assert!(body["paths"]["/v1/gpus/{uuid}"].is_object());

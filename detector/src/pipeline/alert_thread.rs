@@ -18,6 +18,9 @@ use crate::checkpoint::{Checkpoint, CheckpointStore, Offsets};
 use crate::sources::DeadLetters;
 use crate::state::State;
 
+/// The checkpoint writer's name in component health.
+pub(crate) const CHECKPOINTER: &str = "checkpointer";
+
 /// Everything the alert thread owns.
 pub(super) struct AlertThread {
     pub(super) export: Option<crate::export::AlertExports>,
@@ -73,8 +76,14 @@ impl AlertThread {
                 let parts = std::mem::take(&mut snaps);
                 if let Some(req) = request {
                     let result = self.write_checkpoint(parts, req.offsets);
-                    if result.is_ok() {
-                        summary.checkpoints += 1;
+                    // A failed checkpoint (disk full) is retried at the next
+                    // barrier; offsets stay uncommitted until one succeeds.
+                    match &result {
+                        Ok(_) => {
+                            summary.checkpoints += 1;
+                            self.state.health.up(CHECKPOINTER);
+                        }
+                        Err(e) => self.state.health.degraded(CHECKPOINTER, format!("{e:#}")),
                     }
                     match req.reply {
                         Some(reply) => {
@@ -131,6 +140,7 @@ impl AlertThread {
         summary: &mut Summary,
         events: &mut Vec<AlertEvent>,
     ) -> anyhow::Result<()> {
+        crate::faults::maybe_panic("alert_stage");
         let m = &self.state.metrics;
         for r in &out.rejected {
             m.rejected(r.reason);

@@ -31,6 +31,8 @@ use crate::state::State;
 const SHARD_QUEUE: usize = 16;
 /// Outputs queued per shard for the alert thread.
 const OUTPUT_QUEUE: usize = 16;
+/// The alert thread's name in component health.
+const ALERT_STAGE: &str = "alert_stage";
 
 /// A running pipeline.
 pub struct Pipeline {
@@ -55,6 +57,11 @@ fn shard_loop(
     st: State,
 ) -> Shard {
     crate::priority::apply_to_current_thread();
+    let name = format!("shard-{}", shard.id);
+    let _guard = crate::health::PanicGuard {
+        health: &st.health,
+        name: name.clone(),
+    };
     for msg in rx {
         let out = match msg {
             ShardMsg::Batch {
@@ -64,6 +71,7 @@ fn shard_loop(
                 clock_ms,
                 evict,
             } => {
+                crate::faults::maybe_panic(&name);
                 let t = Instant::now();
                 let mut out = BatchOutput::default();
                 for gpu in evict {
@@ -143,6 +151,7 @@ impl Pipeline {
             let (tx, rx) = sync_channel::<ShardMsg>(SHARD_QUEUE);
             let (otx, orx) = sync_channel::<ShardOutput>(OUTPUT_QUEUE);
             let st = state.clone();
+            state.health.register(&format!("shard-{}", shard.id), true);
             let handle = std::thread::Builder::new()
                 .name(format!("shard-{}", shard.id))
                 .spawn(move || shard_loop(shard, rx, otx, st))
@@ -152,6 +161,11 @@ impl Pipeline {
             handles.push(handle);
         }
         let inflight = Arc::new(AtomicUsize::new(0));
+        if store.is_some() {
+            state
+                .health
+                .register(super::alert_thread::CHECKPOINTER, false);
+        }
         let thread = AlertThread {
             dead: dead.clone(),
             clock_ms: None,
@@ -164,11 +178,21 @@ impl Pipeline {
             inflight: inflight.clone(),
             cfg_shards: n,
         };
+        state.health.register(ALERT_STAGE, true);
+        let st = state.clone();
         let alert = std::thread::Builder::new()
             .name("alerts".into())
             .spawn(move || {
                 crate::priority::apply_to_current_thread();
-                thread.run()
+                let _guard = crate::health::PanicGuard {
+                    health: &st.health,
+                    name: ALERT_STAGE.to_owned(),
+                };
+                let result = thread.run();
+                if let Err(e) = &result {
+                    st.health.down(ALERT_STAGE, format!("{e:#}"));
+                }
+                result
             })
             .context("spawning the alert thread")?;
         Ok(Pipeline {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use alerts::{AlertEvent, AlertRouter, AlertSystem};
+use alerts::{AlertRouter, AlertSystem};
 use anyhow::Context;
 use clap::Args;
 use datasets::simulator::SimConfig;
@@ -17,12 +17,15 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{Admin, AppState, Delivery};
 use crate::checkpoint::Offsets;
 use crate::config::{Config, RawConfig, SourceKind};
-use crate::pipeline::{AlertSink, Pipeline};
+use crate::pipeline::Pipeline;
 use crate::reload::ModelSlot;
 use crate::sources::{DeadLetters, file, kafka, simulator};
 
-mod restore;
 use crate::state::{SharedState, State};
+
+mod restore;
+mod sink;
+mod supervise;
 use restore::restore_or_new;
 
 /// Run the service (with no config: the built-in simulated fleet demo).
@@ -50,32 +53,6 @@ pub struct ServeArgs {
     /// be shadowed in the config with `shadow = true`.
     #[arg(long)]
     pub shadow: bool,
-}
-
-/// Routes alert events into the outbox (delivery workers send them) and
-/// logs each one to the console.
-struct RouterSink {
-    router: AlertRouter,
-}
-
-impl AlertSink for RouterSink {
-    fn snapshot(&self) -> anyhow::Result<Vec<u8>> {
-        router_snapshot(&self.router)
-    }
-
-    fn deliver(&mut self, events: &[AlertEvent], now_ms: i64) -> anyhow::Result<()> {
-        for e in events {
-            tracing::info!(status = ?e.status, severity = ?e.severity, kind = %e.kind, dedup_key = %e.dedup_key, "{}", e.summary);
-        }
-        self.router.push(events);
-        if now_ms != i64::MIN {
-            // No event time yet (a partition not heard from): timers wait.
-            self.router
-                .flush(now_ms)
-                .context("writing notifications to the outbox")?;
-        }
-        Ok(())
-    }
 }
 
 fn load(args: &ServeArgs) -> anyhow::Result<Config> {
@@ -122,7 +99,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     rt.block_on(serve(cfg))
 }
 
-fn router_snapshot(r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
+pub(super) fn router_snapshot(r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
     crate::checkpoint::to_cbor(&r.snapshot(), "the alert router")
 }
 
@@ -145,10 +122,24 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     // durable outbox for the next start.
     let shutdown = CancellationToken::new();
     let sys = AlertSystem::open(&cfg.alerts).context("opening the alert outbox and receivers")?;
-    let workers = sys.spawn_delivery(&shutdown);
+    let receivers: Vec<String> = sys.sinks.iter().map(|s| s.name().to_owned()).collect();
+    let workers: Vec<_> = sys
+        .spawn_delivery(&shutdown)
+        .into_iter()
+        .zip(&receivers)
+        .map(|(w, r)| supervise::watch_worker(state.clone(), r.clone(), w))
+        .collect();
+    let failure = supervise::Failure::default();
+    tokio::spawn(supervise::supervise(
+        state.clone(),
+        sys.outbox.clone(),
+        receivers.clone(),
+        shutdown.clone(),
+        failure.clone(),
+    ));
     let delivery = Delivery {
         outbox: sys.outbox.clone(),
-        receivers: sys.sinks.iter().map(|s| s.name().to_owned()).collect(),
+        receivers: receivers.clone().into(),
     };
     let start = restore_or_new(&cfg, &sys, model)?;
     let resume = start.resume;
@@ -156,9 +147,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let mut pipeline = Pipeline::start_with(
         start.shards,
         start.stage,
-        Box::new(RouterSink {
-            router: start.router,
-        }),
+        Box::new(sink::router_sink(start.router, &state, &shutdown)),
         state.clone(),
         start.store,
         cfg.export.as_ref(),
@@ -179,6 +168,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     };
     if let Some(every) = cfg.model_watch_every {
         let (st, sd) = (state.clone(), shutdown.clone());
+        state.health.register(MODEL_WATCHER, false);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -187,28 +177,47 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                     _ = tick.tick() => {}
                     () = sd.cancelled() => break,
                 }
-                let (slot, st, h) = (slot.clone(), st.clone(), handle.clone());
-                let _ = tokio::task::spawn_blocking(move || slot.poll(&st, &h)).await;
+                let (slot, st2, h) = (slot.clone(), st.clone(), handle.clone());
+                // A refused artifact is reported by the slot itself (model
+                // status); a panic while loading must not end the watcher.
+                match tokio::task::spawn_blocking(move || slot.poll(&st2, &h)).await {
+                    Ok(()) => st.health.up(MODEL_WATCHER),
+                    Err(e) => st
+                        .health
+                        .degraded(MODEL_WATCHER, format!("a reload panicked: {e}")),
+                }
             }
         });
     }
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 
+    state.health.register(SOURCE, true);
     let source = {
         let (sd, state, cfg) = (shutdown.clone(), state.clone(), cfg.clone());
         std::thread::Builder::new()
             .name("source".into())
             .spawn(move || -> anyhow::Result<()> {
                 crate::priority::apply_to_current_thread();
+                let _guard = crate::health::PanicGuard {
+                    health: &state.health,
+                    name: SOURCE.to_owned(),
+                };
                 let mut dead = dead;
-                let result = run_source(&cfg, resume, &state, &sd, &mut dead, &mut pipeline);
-                let (summary, _) = pipeline.finish()?;
-                tracing::info!(
-                    samples = summary.samples,
-                    gpus = summary.gpus,
-                    alert_events = summary.alert_events,
-                    "source finished"
-                );
+                let result = run_source(&cfg, resume, &state, &sd, &mut dead, &mut pipeline)
+                    .and_then(|()| {
+                        let (summary, _) = pipeline.finish()?;
+                        tracing::info!(
+                            samples = summary.samples,
+                            gpus = summary.gpus,
+                            alert_events = summary.alert_events,
+                            "source finished"
+                        );
+                        Ok(())
+                    });
+                if let Err(e) = &result {
+                    // The supervisor sees this and stops the service.
+                    state.health.down(SOURCE, format!("{e:#}"));
+                }
                 result
             })?
     };
@@ -217,10 +226,14 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         state.set_ready(true);
     }
 
+    state.health.register(REST, true);
     let served =
         crate::api::server::serve(cfg.listen, &cfg.api, crate::api::app(app), shutdown.clone())
             .await
             .context("serving REST");
+    if let Err(e) = &served {
+        state.health.down(REST, format!("{e:#}"));
+    }
     // REST may also have failed on its own: stop the rest with it.
     shutdown.cancel();
     let joined = tokio::task::spawn_blocking(move || source.join())
@@ -230,11 +243,22 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         let _ = w.await;
     }
     served?;
-    match joined {
+    let source_result = match joined {
         Ok(r) => r,
-        Err(_) => anyhow::bail!("the source thread panicked"),
+        Err(_) => Err(anyhow::anyhow!("the source thread panicked")),
+    };
+    let failed = failure.lock().ok().and_then(|f| f.clone());
+    match (source_result, failed) {
+        (Err(e), _) => Err(e),
+        (Ok(()), Some(why)) => Err(anyhow::anyhow!("stopped because a component failed: {why}")),
+        (Ok(()), None) => Ok(()),
     }
 }
+
+/// Component names in health (`crate::health`).
+const SOURCE: &str = "source";
+const REST: &str = "rest";
+const MODEL_WATCHER: &str = "model_watcher";
 
 /// Cancels `shutdown` on Ctrl-C or SIGTERM.
 async fn cancel_on_signal(shutdown: CancellationToken) {
