@@ -157,3 +157,40 @@ fn a_delivered_entry_leaves_the_queue_even_if_its_file_cannot_be_removed() {
     assert!(!root.join("pd").join(format!("{seq:020}.json")).exists());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn notifications_waiting_for_the_disk_survive_a_checkpoint() {
+    use crate::pipeline::AlertRouter;
+    use crate::route::RawRoute;
+    let root = std::env::temp_dir().join(format!("fw-outbox-snap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let raw: RawRoute =
+        toml::from_str("receiver = \"pd\"\ngroup_by = [\"...\"]\ngroup_wait = \"0s\"\n")
+            .expect("parses");
+    let route = raw.validate(&["pd"]).expect("valid");
+    let outbox =
+        std::sync::Arc::new(Outbox::open(&root, &[("pd".to_owned(), true)]).expect("outbox"));
+    let mut router = AlertRouter::new(&route, &[], outbox.clone());
+    break_dir(&root.join("pd"));
+    router.push(&[event("GPU-1", Status::Firing, 1_000)]);
+    assert!(router.flush(1_000).is_err(), "the disk fails");
+    router.push(&[event("GPU-2", Status::Firing, 2_000)]);
+    assert!(router.flush(2_000).is_err());
+    assert_eq!(router.unwritten(), 2, "both wait, in order");
+    // A checkpoint now, restored by the next process once the disk is back.
+    let snap = router.snapshot();
+    drop(router);
+    mend_dir(&root.join("pd"));
+    let mut restored = AlertRouter::restore(&route, &[], outbox.clone(), snap).expect("restore");
+    assert_eq!(restored.unwritten(), 2);
+    assert_eq!(restored.retry().expect("stored"), 2);
+    assert_eq!(restored.unwritten(), 0);
+    let keys: Vec<String> = outbox
+        .peek("pd", 10)
+        .expect("peek")
+        .into_iter()
+        .map(|(_, n)| n.events[0].labels["gpu"].clone())
+        .collect();
+    assert_eq!(keys, ["GPU-1", "GPU-2"], "stored in the order they were made");
+    let _ = std::fs::remove_dir_all(&root);
+}
