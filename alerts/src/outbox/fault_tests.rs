@@ -191,6 +191,10 @@ fn notifications_waiting_for_the_disk_survive_a_checkpoint() {
         .into_iter()
         .map(|(_, n)| n.events[0].labels["gpu"].clone())
         .collect();
-    assert_eq!(keys, ["GPU-1", "GPU-2"], "stored in the order they were made");
+    assert_eq!(
+        keys,
+        ["GPU-1", "GPU-2"],
+        "stored in the order they were made"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -210,3 +210,38 @@ fn a_snapshot_whose_point_store_disagrees_with_the_config_is_rejected() {
         "{err}"
     );
 }
+
+/// A tree whose box cache disagreed with itself (a node off the tree still
+/// naming a cache slot) passed the check, and the first update after the
+/// restore underflowed dropping that box. Found by fuzzing restore
+/// (`fuzz/corpus/restore_rcf/box-cache-slot.json`): now refused, and
+/// whatever is accepted updates without a panic.
+#[test]
+fn a_snapshot_whose_box_cache_disagrees_with_itself_is_rejected() {
+    let text = include_str!("../../../fuzz/corpus/restore_rcf/box-cache-slot.json");
+    if let Ok(mut f) = Forest::from_json(text) {
+        for i in 0..64 {
+            let _ = f.update(&[f64::from(i) * 0.1, 1.0 - f64::from(i) * 0.01]);
+        }
+        panic!("the inconsistent box cache was accepted (and survived updates)");
+    }
+    let mut v = small_snapshot(2);
+    let restored = Forest::from_json(&v.to_string()).expect("a sound snapshot restores");
+    drop(restored);
+    // Two nodes naming one slot.
+    let slots = &mut v["groups"][0]["trees"][0]["box_slot"];
+    if let Some(arr) = slots.as_array_mut()
+        && arr.len() >= 2
+    {
+        let named: Vec<usize> = (0..arr.len())
+            .filter(|&i| arr[i] != serde_json::json!(u16::MAX))
+            .collect();
+        if named.len() >= 2 {
+            arr[named[1]] = arr[named[0]].clone();
+            assert!(
+                Forest::from_json(&v.to_string()).is_err(),
+                "a shared slot is refused"
+            );
+        }
+    }
+}

@@ -14,9 +14,23 @@ struct Sub {
 
 impl Tree {
     /// True if `box_owner` (when built) names, for every slot, the node
-    /// whose `box_slot` points back at it.
+    /// whose `box_slot` points back at it; and, in any case, no two nodes
+    /// name one slot and every slot named is inside the cache (a restored
+    /// tree rebuilds `box_owner` from these, and `drop_box` trusts it).
     fn box_owners_agree(&self) -> bool {
         let width = 2 * self.dims;
+        let slots = self.boxes.len() / width.max(1);
+        let mut named: Vec<u16> = self
+            .box_slot
+            .iter()
+            .copied()
+            .filter(|&s| s != NO_BOX)
+            .collect();
+        named.sort_unstable();
+        let distinct = named.windows(2).all(|w| w[0] != w[1]);
+        if !distinct || named.last().is_some_and(|&s| usize::from(s) >= slots) {
+            return false;
+        }
         self.box_owner.is_empty()
             || (self.box_owner.len() * width == self.boxes.len()
                 && self
@@ -58,6 +72,11 @@ impl Tree {
         while n != NONE {
             len += 1;
             if len > self.nodes.len() {
+                return None;
+            }
+            // A free node caches no box (its slot would never be dropped
+            // through the tree, and a reuse would drop a box it never had).
+            if *self.box_slot.get(usize::from(n))? != NO_BOX {
                 return None;
             }
             n = self.nodes.get(usize::from(n))?.left;
