@@ -8,4 +8,5 @@ mod e2e {
     mod kafka;
     mod scenarios;
     mod simulate;
+    mod state_files;
 }

@@ -101,6 +101,23 @@ pub fn encode(ckpt: &Checkpoint) -> anyhow::Result<Vec<u8>> {
     to_cbor(&env, &what)
 }
 
+/// A format-2 file's bytes (tests and measurements of the upgrade path).
+#[cfg(test)]
+pub(crate) fn encode_v2(ckpt: &Checkpoint) -> anyhow::Result<Vec<u8>> {
+    #[derive(Serialize)]
+    struct V2<'a> {
+        version: u32,
+        checkpoint: &'a Checkpoint,
+    }
+    to_cbor(
+        &V2 {
+            version: VERSION_NO_CHECKSUM,
+            checkpoint: ckpt,
+        },
+        "v2",
+    )
+}
+
 /// The checkpoint in `bytes`, read from `path` (named in every error).
 pub fn decode(bytes: &[u8], path: &Path) -> anyhow::Result<Checkpoint> {
     let name = path.display();

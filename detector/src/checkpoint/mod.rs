@@ -28,6 +28,8 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 mod format;
+#[cfg(test)]
+pub(crate) use format::encode_v2;
 pub use format::{VERSION, VERSION_NO_CHECKSUM};
 
 /// Checkpoint files kept.

@@ -41,6 +41,85 @@ fn system(cfg: &Config, dir: &Path) -> AlertSystem {
     AlertSystem::open_in(&cfg.alerts, &dir.join("outbox")).expect("alert system")
 }
 
+/// One checkpoint of a `gpus`-GPU fleet after `hours` of telemetry.
+fn one_checkpoint(cfg: &Config, dir: &Path, gpus: usize, hours: f64) {
+    let sys = system(cfg, dir);
+    let start = restore_or_new(cfg, &sys, None).expect("fresh");
+    let mut p = Pipeline::start(
+        start.shards,
+        start.stage,
+        Box::new(Null),
+        crate::state::SharedState::new(),
+        start.store,
+    )
+    .expect("start");
+    let mut sim = Simulator::new(SimConfig {
+        gpus,
+        hours,
+        seed: 9,
+        ..SimConfig::default()
+    })
+    .expect("sim");
+    let mut tick = Vec::new();
+    while sim.next_tick(&mut tick).is_some() {
+        p.send(std::mem::take(&mut tick)).expect("send");
+    }
+    p.flush().expect("flush");
+    p.handle().checkpoint_now(offsets(1)).expect("checkpoint");
+    p.finish().expect("finish");
+}
+
+/// What the checksum costs at restore: `cargo test --release -p detector
+/// --lib -- --ignored --nocapture restore_cost` (FOREWARN_RESTORE_GPUS,
+/// default 2000 GPUs, 2 h of telemetry).
+#[test]
+#[ignore = "a measurement"]
+fn restore_cost() {
+    use std::time::Instant;
+    let gpus = std::env::var("FOREWARN_RESTORE_GPUS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let dir = std::env::temp_dir().join(format!("fw-restore-cost-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = config(&dir);
+    one_checkpoint(&cfg, &dir, gpus, 2.0);
+    let path = files(&dir)[0].clone();
+    let bytes = std::fs::read(&path).expect("read");
+    let best = |f: &mut dyn FnMut()| {
+        (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let crc = best(&mut || {
+        std::hint::black_box(crc32fast::hash(&bytes));
+    });
+    let v3 = best(&mut || {
+        crate::checkpoint::read(&path).expect("v3");
+    });
+    let c = crate::checkpoint::read(&path).expect("v3");
+    let v2_bytes = crate::checkpoint::encode_v2(&c).expect("v2");
+    let v2_path = dir.join("v2.cbor");
+    std::fs::write(&v2_path, &v2_bytes).expect("write v2");
+    let v2 = best(&mut || {
+        crate::checkpoint::read(&v2_path).expect("v2");
+    });
+    let sys = system(&cfg, &dir);
+    let whole = best(&mut || {
+        drop(restore_or_new(&cfg, &sys, None).expect("restore"));
+    });
+    eprintln!(
+        "{gpus} GPUs: file {} bytes (format 2: {} bytes); crc32 {crc:.2} ms; read+verify+decode envelope: format 3 {v3:.1} ms, format 2 {v2:.1} ms; whole restore {whole:.1} ms",
+        bytes.len(),
+        v2_bytes.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Three checkpoints of a 24-GPU fleet, at offsets 100, 200, 300 (the
 /// first with no silence, the last two with silence `api-1`).
 fn three_checkpoints(cfg: &Config, dir: &Path) {
