@@ -98,7 +98,11 @@ pub fn encode(ckpt: &Checkpoint) -> anyhow::Result<Vec<u8>> {
         crc32: crc32fast::hash(&payload),
         payload: Bytes(&payload),
     };
-    to_cbor(&env, &what)
+    // Sized once: the envelope adds a few bytes to a payload of megabytes.
+    let mut out = Vec::with_capacity(payload.len() + 64);
+    ciborium::into_writer(&env, &mut out)
+        .map_err(|e| anyhow::anyhow!("serializing {what}: {e}"))?;
+    Ok(out)
 }
 
 /// A format-2 file's bytes (tests and measurements of the upgrade path).

@@ -28,9 +28,9 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 mod format;
-#[cfg(test)]
-pub(crate) use format::encode_v2;
 pub use format::{VERSION, VERSION_NO_CHECKSUM};
+#[cfg(test)]
+pub(crate) use format::{encode, encode_v2};
 
 /// Checkpoint files kept.
 pub const KEEP: usize = 3;

@@ -102,6 +102,12 @@ fn restore_cost() {
         crate::checkpoint::read(&path).expect("v3");
     });
     let c = crate::checkpoint::read(&path).expect("v3");
+    let enc3 = best(&mut || {
+        std::hint::black_box(crate::checkpoint::encode(&c).expect("v3"));
+    });
+    let enc2 = best(&mut || {
+        std::hint::black_box(crate::checkpoint::encode_v2(&c).expect("v2"));
+    });
     let v2_bytes = crate::checkpoint::encode_v2(&c).expect("v2");
     let v2_path = dir.join("v2.cbor");
     std::fs::write(&v2_path, &v2_bytes).expect("write v2");
@@ -113,7 +119,7 @@ fn restore_cost() {
         drop(restore_or_new(&cfg, &sys, None).expect("restore"));
     });
     eprintln!(
-        "{gpus} GPUs: file {} bytes (format 2: {} bytes); crc32 {crc:.2} ms; read+verify+decode envelope: format 3 {v3:.1} ms, format 2 {v2:.1} ms; whole restore {whole:.1} ms",
+        "{gpus} GPUs: file {} bytes (format 2: {} bytes); crc32 {crc:.2} ms; encode: format 3 {enc3:.1} ms, format 2 {enc2:.1} ms; read+verify+decode envelope: format 3 {v3:.1} ms, format 2 {v2:.1} ms; whole restore {whole:.1} ms",
         bytes.len(),
         v2_bytes.len()
     );
