@@ -273,11 +273,15 @@ fn a_damaged_newest_checkpoint_is_skipped_and_the_one_before_restored() {
         .trim_end_matches(".cbor")
         .parse()
         .expect("seq");
+    let restored = log
+        .lines()
+        .find(|l| l.contains("restored from checkpoint"))
+        .unwrap_or_else(|| panic!("nothing restored: {log}"));
     assert!(
-        log.lines()
-            .any(|l| l.contains("restored from checkpoint") && l.contains(&format!("seq={seq}"))),
-        "not restored from {seq}: {log}"
+        restored.contains(&format!("seq={seq}")),
+        "not {seq}: {restored}"
     );
+    eprintln!("{skipped}\n{restored}");
     drop(_svc);
     drop(broker);
     std::fs::remove_dir_all(&dir).ok();
