@@ -5,6 +5,9 @@
 //! checkpoint directory would restore a mix. The second process gets
 //! [`LockError::Held`] naming the directory and the holder's pid instead.
 //!
+//! Each role has its own lock file, so one directory may serve as, say,
+//! both the outbox and the checkpoint directory of one process.
+//!
 //! The lock is the OS's advisory lock on `<dir>/<name>` (`flock` on Linux,
 //! through std's `File::try_lock`), not the file's existence: the kernel
 //! drops it when the holder dies, so a crashed instance never blocks its
@@ -15,8 +18,16 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
-/// Name of the lock file the outbox and the checkpoint store use.
-pub const LOCK_FILE: &str = ".forewarn.lock";
+/// The outbox's lock file.
+pub const OUTBOX_LOCK: &str = ".forewarn-outbox.lock";
+/// The detector's checkpoint store's lock file.
+pub const CHECKPOINT_LOCK: &str = ".forewarn-checkpoint.lock";
+
+/// The lock file of the detector's Parquet writers of `instance` (several
+/// instances may share an export directory).
+pub fn export_lock(instance: &str) -> String {
+    format!(".forewarn-export-{instance}.lock")
+}
 
 /// Taking a directory lock failed.
 #[derive(Debug, thiserror::Error)]
@@ -123,11 +134,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fw-dirlock-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
-        let first = DirLock::acquire(&dir, LOCK_FILE, "outbox").expect("first");
-        assert_eq!(first.path(), dir.join(LOCK_FILE));
+        let first = DirLock::acquire(&dir, OUTBOX_LOCK, "outbox").expect("first");
+        assert_eq!(first.path(), dir.join(OUTBOX_LOCK));
         // A second open file description conflicts even in one process,
         // as a second process would.
-        let err = DirLock::acquire(&dir, LOCK_FILE, "outbox").expect_err("held");
+        let err = DirLock::acquire(&dir, OUTBOX_LOCK, "outbox").expect_err("held");
         assert!(err.is_held());
         let msg = err.to_string();
         assert!(
@@ -138,13 +149,14 @@ mod tests {
         );
         // What a crash leaves (the file, no holder) does not block.
         drop(first);
-        assert!(dir.join(LOCK_FILE).exists());
-        let again = DirLock::acquire(&dir, LOCK_FILE, "outbox").expect("relock after drop");
+        assert!(dir.join(OUTBOX_LOCK).exists());
+        let again = DirLock::acquire(&dir, OUTBOX_LOCK, "outbox").expect("relock after drop");
         drop(again);
-        // Another name in the same directory is another lock.
-        let _a = DirLock::acquire(&dir, "a.lock", "export").expect("a");
-        let _b = DirLock::acquire(&dir, "b.lock", "export").expect("b");
-        let missing = DirLock::acquire(&dir.join("nope"), LOCK_FILE, "outbox").expect_err("io");
+        // Another role in the same directory is another lock.
+        let _a = DirLock::acquire(&dir, OUTBOX_LOCK, "outbox").expect("outbox");
+        let _b = DirLock::acquire(&dir, CHECKPOINT_LOCK, "checkpoint").expect("checkpoint");
+        let _c = DirLock::acquire(&dir, &export_lock("a"), "export").expect("export a");
+        let missing = DirLock::acquire(&dir.join("nope"), OUTBOX_LOCK, "outbox").expect_err("io");
         assert!(!missing.is_held(), "{missing}");
         let _ = std::fs::remove_dir_all(&dir);
     }

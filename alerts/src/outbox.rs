@@ -148,7 +148,7 @@ impl Outbox {
         fs::create_dir_all(dir).map_err(io("create", dir))?;
         // Before anything is read or removed: the holder's files are its own.
         let dir_lock =
-            crate::dirlock::DirLock::acquire(dir, crate::dirlock::LOCK_FILE, "alert outbox")?;
+            crate::dirlock::DirLock::acquire(dir, crate::dirlock::OUTBOX_LOCK, "alert outbox")?;
         let ledger_path = dir.join("ledger.log");
         let mut keys = HashSet::new();
         let mut order = VecDeque::new();

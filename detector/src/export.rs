@@ -4,7 +4,7 @@
 //! hour. These files are what `forewarn train` reads. A write error is
 //! logged and counted; it never stops scoring.
 //!
-//! Writers of one `instance` take a lock (`<dir>/.forewarn-<instance>.lock`)
+//! Writers of one `instance` take a lock (`<dir>/.forewarn-export-<instance>.lock`)
 //! before touching the directory: opening a writer removes its own id's
 //! leftover temporary files, which in a second process with the same
 //! instance would be the first one's files being written. Processes with
@@ -46,7 +46,7 @@ pub fn export_lock(s: &ExportSettings) -> anyhow::Result<Arc<DirLock>> {
     static HELD: Mutex<BTreeMap<PathBuf, Weak<DirLock>>> = Mutex::new(BTreeMap::new());
     std::fs::create_dir_all(&s.dir)
         .with_context(|| format!("creating export directory {}", s.dir.display()))?;
-    let name = format!(".forewarn-{}.lock", s.instance);
+    let name = alerts::dirlock::export_lock(&s.instance);
     // One key however the directory is spelled.
     let key = std::fs::canonicalize(&s.dir)
         .with_context(|| format!("resolving export directory {}", s.dir.display()))?
@@ -206,7 +206,7 @@ mod tests {
         let alerts = AlertExports::open(&s).expect("alert writer shares the lock");
         // Another process is another open file description: the same
         // conflict as DirLock::acquire beside ours.
-        let lock = format!(".forewarn-{}.lock", s.instance);
+        let lock = alerts::dirlock::export_lock(&s.instance);
         let e = DirLock::acquire(&dir, &lock, "export").expect_err("held");
         assert!(
             e.to_string()

@@ -121,7 +121,7 @@ impl CheckpointStore {
         fs::create_dir_all(dir)
             .with_context(|| format!("creating checkpoint directory {}", dir.display()))?;
         // Before the .tmp sweep: they may be the holder's writes in progress.
-        let lock = alerts::DirLock::acquire(dir, alerts::dirlock::LOCK_FILE, "checkpoint")?;
+        let lock = alerts::DirLock::acquire(dir, alerts::dirlock::CHECKPOINT_LOCK, "checkpoint")?;
         let mut store = CheckpointStore {
             dir: dir.to_owned(),
             next_seq: 1,
