@@ -8,5 +8,6 @@ mod e2e {
     mod kafka;
     mod scenarios;
     mod simulate;
+    mod state_files;
     mod supervision;
 }

@@ -61,6 +61,9 @@ pub enum OutboxError {
     /// A lock was poisoned by a panicking thread.
     #[error("outbox lock poisoned")]
     Poisoned,
+    /// Another process has the outbox directory open.
+    #[error(transparent)]
+    Locked(#[from] crate::dirlock::LockError),
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> OutboxError + 'a {
@@ -96,6 +99,8 @@ struct Ledger {
 #[derive(Debug)]
 pub struct Outbox {
     dir: PathBuf,
+    /// Held while open: one process per outbox directory.
+    _lock: crate::dirlock::DirLock,
     ledger: Mutex<Ledger>,
     queues: BTreeMap<String, Arc<Queue>>,
     /// Delivered entries whose file could not be removed yet.
@@ -134,6 +139,9 @@ impl Outbox {
     /// entries), recovering pending entries and the ledger.
     pub fn open(dir: &Path, receivers: &[(String, bool)]) -> Result<Self, OutboxError> {
         fs::create_dir_all(dir).map_err(io("create", dir))?;
+        // Before anything is read or removed: the holder's files are its own.
+        let dir_lock =
+            crate::dirlock::DirLock::acquire(dir, crate::dirlock::OUTBOX_LOCK, "alert outbox")?;
         let ledger_path = dir.join("ledger.log");
         let mut keys = HashSet::new();
         let mut order = VecDeque::new();
@@ -177,6 +185,7 @@ impl Outbox {
             .map_err(io("open", &ledger_path))?;
         let outbox = Self {
             dir: dir.to_owned(),
+            _lock: dir_lock,
             ledger: Mutex::new(Ledger {
                 next_seq,
                 unwritten: String::new(),

@@ -3,10 +3,21 @@
 //! `<dir>/<table>/date=…/hour=…/part-….parquet`, rolled atomically by event
 //! hour. These files are what `forewarn train` reads. A write error is
 //! logged and counted; it never stops scoring.
+//!
+//! Writers of one `instance` take a lock (`<dir>/.forewarn-export-<instance>.lock`)
+//! before touching the directory: opening a writer removes its own id's
+//! leftover temporary files, which in a second process with the same
+//! instance would be the first one's files being written. Processes with
+//! different instances may share a directory (their file names differ).
+//! Every writer of this process holds the same lock ([`export_lock`]).
 
+use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
+
+use alerts::DirLock;
+use anyhow::Context;
 
 use alerts::AlertEvent;
 use datasets::export::{
@@ -28,12 +39,37 @@ pub struct ExportSettings {
     pub instance: String,
 }
 
+/// The lock on `s.dir` for `s.instance`, shared by all of this process's
+/// writers (they open one after another; the last one dropped releases
+/// it). Another process holding it is an error naming its pid.
+pub fn export_lock(s: &ExportSettings) -> anyhow::Result<Arc<DirLock>> {
+    static HELD: Mutex<BTreeMap<PathBuf, Weak<DirLock>>> = Mutex::new(BTreeMap::new());
+    std::fs::create_dir_all(&s.dir)
+        .with_context(|| format!("creating export directory {}", s.dir.display()))?;
+    let name = alerts::dirlock::export_lock(&s.instance);
+    // One key however the directory is spelled.
+    let key = std::fs::canonicalize(&s.dir)
+        .with_context(|| format!("resolving export directory {}", s.dir.display()))?
+        .join(&name);
+    let mut held = HELD
+        .lock()
+        .map_err(|_| anyhow::anyhow!("export lock table poisoned"))?;
+    if let Some(lock) = held.get(&key).and_then(Weak::upgrade) {
+        return Ok(lock);
+    }
+    let lock = Arc::new(DirLock::acquire(&s.dir, &name, "export")?);
+    held.retain(|_, l| l.strong_count() > 0);
+    held.insert(key, Arc::downgrade(&lock));
+    Ok(lock)
+}
+
 /// One shard's writers.
 pub struct ShardExports {
     features: Option<PartitionedWriter<FeatureTable>>,
     scores: PartitionedWriter<ScoreTable>,
     model_version: Arc<str>,
     errors: u64,
+    _lock: Arc<DirLock>,
 }
 
 impl std::fmt::Debug for ShardExports {
@@ -46,6 +82,7 @@ impl std::fmt::Debug for ShardExports {
 
 impl ShardExports {
     pub fn open(s: &ExportSettings, shard: usize) -> anyhow::Result<Self> {
+        let lock = export_lock(s)?;
         let id = format!("{}-shard{shard}", s.instance);
         let features = if s.features {
             let mut cfg = ExportConfig::new(&s.dir, id.clone());
@@ -62,6 +99,7 @@ impl ShardExports {
             scores,
             model_version: crate::state::BUILTIN_VERSION.into(),
             errors: 0,
+            _lock: lock,
         })
     }
 
@@ -116,14 +154,17 @@ impl ShardExports {
 pub struct AlertExports {
     writer: PartitionedWriter<AlertTable>,
     errors: u64,
+    _lock: Arc<DirLock>,
 }
 
 impl AlertExports {
     pub fn open(s: &ExportSettings) -> anyhow::Result<Self> {
+        let lock = export_lock(s)?;
         let cfg = ExportConfig::new(&s.dir, format!("{}-alerts", s.instance));
         Ok(AlertExports {
             writer: PartitionedWriter::new(AlertTable::new(), cfg)?,
             errors: 0,
+            _lock: lock,
         })
     }
 
@@ -140,5 +181,43 @@ impl AlertExports {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(dir: &std::path::Path, instance: &str) -> ExportSettings {
+        ExportSettings {
+            dir: dir.to_owned(),
+            features: false,
+            feature_sample_every: NonZeroU32::MIN,
+            instance: instance.into(),
+        }
+    }
+
+    #[test]
+    fn one_process_per_instance_and_directory_and_its_writers_share_the_lock() {
+        let dir = std::env::temp_dir().join(format!("fw-export-lock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let s = settings(&dir, "a");
+        let shard = ShardExports::open(&s, 0).expect("shard");
+        let alerts = AlertExports::open(&s).expect("alert writer shares the lock");
+        // Another process is another open file description: the same
+        // conflict as DirLock::acquire beside ours.
+        let lock = alerts::dirlock::export_lock(&s.instance);
+        let e = DirLock::acquire(&dir, &lock, "export").expect_err("held");
+        assert!(
+            e.to_string()
+                .contains("is locked by another forewarn process"),
+            "{e}"
+        );
+        // Another instance may share the directory.
+        let _b = AlertExports::open(&settings(&dir, "b")).expect("instance b");
+        drop(shard);
+        drop(alerts);
+        DirLock::acquire(&dir, &lock, "export").expect("released with its last writer");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -38,6 +38,7 @@ pub mod progress;
 pub mod reload;
 pub mod risk_index;
 pub mod risk_table;
+pub mod silence_file;
 pub mod sources;
 pub mod state;
 

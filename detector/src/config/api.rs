@@ -35,6 +35,11 @@ pub struct RawApi {
     /// `gpu,ts,kind` CSV, read by `forewarn train --labels`).
     #[serde(default = "default_labels_file")]
     pub labels_file: PathBuf,
+    /// Silences made through the API, rewritten on every change and
+    /// loaded at start (`crate::silence_file`). Default: `silences.json`
+    /// in the checkpoint directory when there is one, else
+    /// `forewarn-silences.json`.
+    pub silences_file: Option<PathBuf>,
     /// Time a connection may take to send a request's headers, counted
     /// from when it opens or its previous response was written; a client
     /// that has not finished by then (slowloris, or an idle keep-alive
@@ -113,6 +118,7 @@ impl Default for RawApi {
             token_env: default_token_env(),
             read_token_env: None,
             labels_file: default_labels_file(),
+            silences_file: None,
             header_read_timeout: None,
             request_timeout: None,
             max_concurrent_requests: default_max_concurrent_requests(),

@@ -86,6 +86,8 @@ pub struct Config {
     /// Variable holding the read token (none: reads are open).
     pub read_token_env: Option<String>,
     pub labels_file: PathBuf,
+    /// Where API-made silences are kept across restarts.
+    pub silences_file: PathBuf,
     /// REST timeouts, caps and TLS.
     pub api: crate::api::server::ServerSettings,
     /// Checkpoint directory (none: no checkpoints).
@@ -142,6 +144,12 @@ impl RawConfig {
             token_env: self.api.token_env.clone(),
             read_token_env: self.api.read_token_env.clone(),
             labels_file: self.api.labels_file.clone(),
+            silences_file: crate::silence_file::SilenceFile::locate(
+                self.api.silences_file.as_deref(),
+                checkpoint_dir.as_deref(),
+            )
+            .path()
+            .to_owned(),
             api: self.api.validate()?,
             checkpoint_dir,
             checkpoint_every: self.checkpoint.every()?,

@@ -99,6 +99,7 @@ fn the_annotated_example_gives_its_documented_settings() {
         assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 8080)));
         assert_eq!(c.token_env, "FOREWARN_API_TOKEN");
         assert_eq!(c.labels_file, PathBuf::from("forewarn-labels.csv"));
+        assert_eq!(c.silences_file, PathBuf::from("forewarn-silences.json"));
         assert_eq!((c.model_file.as_ref(), c.model_dir.as_ref()), (None, None));
         assert_eq!(c.model_watch_every, None, "no models.dir, nothing watched");
         let x = c.export.as_ref().expect("exports on");
@@ -145,6 +146,7 @@ fn the_kafka_end_to_end_config_is_valid() {
     assert_eq!(k.ready_lag, 0);
     assert!(k.options.is_empty() && k.dead_letter_topic.is_none());
     assert_eq!(c.checkpoint_dir, Some(PathBuf::from("ckpt")));
+    assert_eq!(c.silences_file, PathBuf::from("ckpt/silences.json"));
     assert_eq!(c.checkpoint_every, Duration::from_millis(500));
     assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 18080)));
     assert_eq!(c.alerts.outbox_dir, PathBuf::from("outbox"));
@@ -293,4 +295,12 @@ fn parse_errors_say_where() {
         assert_eq!(e.key, "config", "{text}");
         assert!(e.message.contains(named), "{text}: {e}");
     }
+}
+
+#[test]
+fn an_explicit_silences_file_wins_over_the_checkpoint_directory() {
+    let c = valid("[api]\nsilences_file = \"state/s.json\"\n[checkpoint]\ndir = \"ckpt\"\n");
+    assert_eq!(c.silences_file, PathBuf::from("state/s.json"));
+    let c = valid("[checkpoint]\ndir = \"ckpt\"\n");
+    assert_eq!(c.silences_file, PathBuf::from("ckpt/silences.json"));
 }

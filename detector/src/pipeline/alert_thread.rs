@@ -130,6 +130,9 @@ impl AlertThread {
             }
         };
         self.state.set_silences(engine.silences().to_vec());
+        if let (Ok(_), Some(f)) = (&answer, &self.stage.silence_file) {
+            f.save_logged(self.stage.engine.silences());
+        }
         answer
     }
 

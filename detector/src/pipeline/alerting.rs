@@ -35,6 +35,8 @@ pub struct AlertStage {
     clock_ms: i64,
     /// Rack air readings: rack cooling incidents.
     racks: RackWatch,
+    /// Where silence changes are saved (`serve`); not part of the state.
+    pub silence_file: Option<crate::silence_file::SilenceFile>,
 }
 
 impl AlertStage {
@@ -47,6 +49,7 @@ impl AlertStage {
             horizon_ms: None,
             clock_ms: i64::MIN,
             racks: RackWatch::default(),
+            silence_file: None,
         }
     }
 
@@ -78,6 +81,7 @@ impl AlertStage {
             // every timer jump ahead (stale resolutions, early `for`s).
             clock_ms: snap.clock_ms.unwrap_or(snap.last_tick_ms),
             racks: snap.racks,
+            silence_file: None,
         })
     }
 

@@ -5,12 +5,16 @@
 //! Written by the alert thread when a barrier has passed every shard
 //! ([`crate::pipeline`]), as `checkpoint-<seq>.cbor.tmp`, fsynced, renamed
 //! to `checkpoint-<seq>.cbor`, then the directory fsynced: a reader sees a
-//! whole checkpoint or none. The newest [`KEEP`] are kept. Restore takes the
-//! newest that decodes (a damaged newest one falls back to the one before,
-//! with a warning). Offsets are committed to Kafka only after the file is
-//! durable, so a crash at any point resumes from a state that reflects
-//! exactly the offsets it names (at-least-once; the alert outbox's ledger
-//! drops the replayed duplicates).
+//! whole checkpoint or none. Each file carries a checksum of its payload
+//! ([`format`]). The newest [`KEEP`] are kept, so that restore
+//! (`commands::serve::restore`) can fall back, newest to oldest, past a
+//! checkpoint that is damaged in any part. Offsets are committed to Kafka
+//! only after the file is durable, so a crash at any point resumes from a
+//! state that reflects exactly the offsets it names (at-least-once; the
+//! alert outbox's ledger drops the replayed duplicates).
+//!
+//! One process per directory: the store holds a [`alerts::DirLock`] on it
+//! while open.
 //!
 //! CBOR (ciborium) because the state holds NaN (missing values) and must
 //! restore bit-identical floats.
@@ -23,19 +27,13 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+mod format;
+pub use format::{VERSION, VERSION_NO_CHECKSUM};
+#[cfg(test)]
+pub(crate) use format::{encode, encode_v2};
+
 /// Checkpoint files kept.
 pub const KEEP: usize = 3;
-/// Format version; bumped on incompatible changes. 2: the forest snapshot
-/// layout of models' `rcf` v2 (the v1 layout is no longer read).
-pub const VERSION: u32 = 2;
-
-/// Only the version of an envelope, read before the rest so that a
-/// checkpoint of another format is refused with its version, not with
-/// whatever field the new layout misses first.
-#[derive(Deserialize)]
-struct Header {
-    version: u32,
-}
 
 /// Next offset to read per (topic, partition).
 pub type Offsets = BTreeMap<(String, i32), i64>;
@@ -80,12 +78,6 @@ pub struct Checkpoint {
     pub sink: Vec<u8>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct Envelope {
-    version: u32,
-    checkpoint: Checkpoint,
-}
-
 mod offsets_list {
     use super::Offsets;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -109,6 +101,8 @@ mod offsets_list {
 pub struct CheckpointStore {
     dir: PathBuf,
     next_seq: u64,
+    /// Held while open: one process per checkpoint directory.
+    _lock: alerts::DirLock,
 }
 
 fn seq_of(path: &Path) -> Option<u64> {
@@ -120,13 +114,18 @@ fn seq_of(path: &Path) -> Option<u64> {
 }
 
 impl CheckpointStore {
-    /// Opens (creating) `dir`; removes leftover `.tmp` files of a crash.
+    /// Opens (creating) and locks `dir`; removes leftover `.tmp` files of
+    /// a crash. Fails with [`alerts::LockError::Held`] while another
+    /// process has it open.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
         fs::create_dir_all(dir)
             .with_context(|| format!("creating checkpoint directory {}", dir.display()))?;
+        // Before the .tmp sweep: they may be the holder's writes in progress.
+        let lock = alerts::DirLock::acquire(dir, alerts::dirlock::CHECKPOINT_LOCK, "checkpoint")?;
         let mut store = CheckpointStore {
             dir: dir.to_owned(),
             next_seq: 1,
+            _lock: lock,
         };
         for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
             let path = entry?.path();
@@ -155,6 +154,19 @@ impl CheckpointStore {
         Ok(v)
     }
 
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// (seq, path) of every checkpoint file, newest first: the order
+    /// restore tries them in.
+    pub fn newest_first(&self) -> anyhow::Result<Vec<(u64, PathBuf)>> {
+        let mut v = self.list()?;
+        v.reverse();
+        Ok(v)
+    }
+
     pub fn next_seq(&self) -> u64 {
         self.next_seq
     }
@@ -163,11 +175,7 @@ impl CheckpointStore {
     pub fn write(&mut self, ckpt: &Checkpoint) -> anyhow::Result<u64> {
         let path = self.dir.join(format!("checkpoint-{:010}.cbor", ckpt.seq));
         let tmp = path.with_extension("cbor.tmp");
-        let env = EnvelopeRef {
-            version: VERSION,
-            checkpoint: ckpt,
-        };
-        let bytes = to_cbor(&env, &format!("checkpoint {}", ckpt.seq))?;
+        let bytes = format::encode(ckpt)?;
         {
             let mut f =
                 File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
@@ -189,9 +197,10 @@ impl CheckpointStore {
         Ok(bytes.len() as u64)
     }
 
-    /// The newest checkpoint that decodes, if any.
+    /// The newest checkpoint whose file decodes, if any (restore goes
+    /// further: it also falls back past one whose parts do not restore).
     pub fn latest(&self) -> anyhow::Result<Option<Checkpoint>> {
-        for (seq, path) in self.list()?.into_iter().rev() {
+        for (seq, path) in self.newest_first()? {
             match read(&path) {
                 Ok(c) => return Ok(Some(c)),
                 Err(e) => tracing::warn!(seq, error = %e, "skipping an unreadable checkpoint"),
@@ -201,31 +210,11 @@ impl CheckpointStore {
     }
 }
 
-#[derive(Serialize)]
-struct EnvelopeRef<'a> {
-    version: u32,
-    checkpoint: &'a Checkpoint,
-}
-
-fn read(path: &Path) -> anyhow::Result<Checkpoint> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let head: Header = ciborium::from_reader(bytes.as_slice())
-        .map_err(|e| anyhow::anyhow!("decoding {}: {e}", path.display()))?;
-    anyhow::ensure!(
-        head.version == VERSION,
-        "{} has checkpoint format {}, this build reads {VERSION}: it was written by {} forewarn; \
-         move the checkpoint directory away to start cold",
-        path.display(),
-        head.version,
-        if head.version < VERSION {
-            "an older"
-        } else {
-            "a newer"
-        }
-    );
-    let env: Envelope = ciborium::from_reader(bytes.as_slice())
-        .map_err(|e| anyhow::anyhow!("decoding {}: {e}", path.display()))?;
-    Ok(env.checkpoint)
+/// The checkpoint in the file at `path`, its checksum verified; errors
+/// name the file.
+pub fn read(path: &Path) -> anyhow::Result<Checkpoint> {
+    let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    format::decode(&bytes, path)
 }
 
 #[cfg(test)]
@@ -265,10 +254,29 @@ mod tests {
         let c = store.latest().expect("latest").expect("some");
         assert_eq!(c.seq, 5);
         assert_eq!(c.offsets.get(&("telemetry".to_string(), 3)), Some(&42));
+        // One process per directory; the holder's files are untouched.
+        fs::write(dir.join("checkpoint-0000000007.cbor.tmp"), b"partial").expect("write");
+        let e = CheckpointStore::open(&dir).expect_err("locked").to_string();
+        assert!(
+            e.contains("is locked by another forewarn process")
+                && e.contains(&format!("pid {}", std::process::id())),
+            "{e}"
+        );
+        assert!(dir.join("checkpoint-0000000007.cbor.tmp").exists());
+        // Dropped (as the kernel does for a dead process): free again.
+        drop(store);
         // A torn newest file falls back to the one before; tmp files vanish.
         fs::write(dir.join("checkpoint-0000000006.cbor"), b"\xa1garbage").expect("write");
-        fs::write(dir.join("checkpoint-0000000007.cbor.tmp"), b"partial").expect("write");
         let store = CheckpointStore::open(&dir).expect("reopen");
+        assert_eq!(
+            store
+                .newest_first()
+                .expect("list")
+                .iter()
+                .map(|x| x.0)
+                .collect::<Vec<_>>(),
+            vec![6, 5, 4, 3]
+        );
         assert_eq!(store.next_seq(), 7);
         assert_eq!(store.latest().expect("latest").expect("some").seq, 5);
         assert!(!dir.join("checkpoint-0000000007.cbor.tmp").exists());
