@@ -63,8 +63,45 @@ pub fn export_lock(s: &ExportSettings) -> anyhow::Result<Arc<DirLock>> {
     Ok(lock)
 }
 
+/// A writer's health (component `export:<writer>`): degraded while its
+/// writes fail, up again at the next success. Only transitions touch the
+/// registry, so a healthy writer costs one branch per row.
+#[derive(Default)]
+struct WriterHealth {
+    state: Option<crate::state::State>,
+    name: String,
+    failing: bool,
+}
+
+impl WriterHealth {
+    fn attach(&mut self, state: crate::state::State, name: String) {
+        state.health.register(&name, false);
+        self.state = Some(state);
+        self.name = name;
+    }
+
+    fn ok(&mut self) {
+        if self.failing {
+            self.failing = false;
+            if let Some(s) = &self.state {
+                s.health.up(&self.name);
+            }
+        }
+    }
+
+    fn failed(&mut self, e: &dyn std::fmt::Display) {
+        if !self.failing {
+            self.failing = true;
+            if let Some(s) = &self.state {
+                s.health.degraded(&self.name, e);
+            }
+        }
+    }
+}
+
 /// One shard's writers.
 pub struct ShardExports {
+    health: WriterHealth,
     features: Option<PartitionedWriter<FeatureTable>>,
     scores: PartitionedWriter<ScoreTable>,
     model_version: Arc<str>,
@@ -100,7 +137,13 @@ impl ShardExports {
             model_version: crate::state::BUILTIN_VERSION.into(),
             errors: 0,
             _lock: lock,
+            health: WriterHealth::default(),
         })
+    }
+
+    /// Reports write faults as component `export:shard-<n>`.
+    pub fn report_to(&mut self, state: crate::state::State, shard: usize) {
+        self.health.attach(state, format!("export:shard-{shard}"));
     }
 
     /// Score rows from now on name this model version.
@@ -109,6 +152,10 @@ impl ShardExports {
     }
 
     fn note(&mut self, r: Result<(), datasets::export::ExportError>) {
+        match &r {
+            Ok(()) => self.health.ok(),
+            Err(e) => self.health.failed(e),
+        }
         if let Err(e) = r {
             self.errors += 1;
             if self.errors.is_power_of_two() {
@@ -152,6 +199,7 @@ impl ShardExports {
 
 /// The alert thread's writer.
 pub struct AlertExports {
+    health: WriterHealth,
     writer: PartitionedWriter<AlertTable>,
     errors: u64,
     _lock: Arc<DirLock>,
@@ -165,7 +213,13 @@ impl AlertExports {
             writer: PartitionedWriter::new(AlertTable::new(), cfg)?,
             errors: 0,
             _lock: lock,
+            health: WriterHealth::default(),
         })
+    }
+
+    /// Reports write faults as component `export:alerts`.
+    pub fn report_to(&mut self, state: crate::state::State) {
+        self.health.attach(state, "export:alerts".to_owned());
     }
 
     pub fn events(&mut self, events: &[AlertEvent]) {
@@ -174,6 +228,10 @@ impl AlertExports {
                 .map_err(|e| e.to_string())
                 .and_then(|j| AlertRow::from_json(&j).map_err(|e| e.to_string()))
                 .and_then(|row| self.writer.push(&row).map_err(|e| e.to_string()));
+            match &r {
+                Ok(()) => self.health.ok(),
+                Err(e) => self.health.failed(e),
+            }
             if let Err(e) = r {
                 self.errors += 1;
                 if self.errors.is_power_of_two() {

@@ -131,9 +131,13 @@ impl Pipeline {
         let mut alert_export = None;
         if let Some(x) = export {
             for s in &mut shards {
-                s.set_export(Some(crate::export::ShardExports::open(x, s.id)?));
+                let mut w = crate::export::ShardExports::open(x, s.id)?;
+                w.report_to(state.clone(), s.id);
+                s.set_export(Some(w));
             }
-            alert_export = Some(crate::export::AlertExports::open(x)?);
+            let mut w = crate::export::AlertExports::open(x)?;
+            w.report_to(state.clone());
+            alert_export = Some(w);
         }
         anyhow::ensure!(!shards.is_empty(), "a pipeline needs at least one shard");
         let dead = Arc::new(OnceLock::new());
