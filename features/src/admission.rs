@@ -240,23 +240,23 @@ impl Admission {
             samples: Vec::with_capacity(batch.len()),
             ..Admitted::default()
         };
-        let mut plausible = Vec::with_capacity(batch.len());
-        for s in batch {
-            match self.plausible(s.ts_ms, wall_ms) {
-                Ok(()) => plausible.push(s),
-                Err(r) => out.refused.push((s, r)),
+        // Samples move once, into `out`: the implausible ones are taken
+        // out in place, and the clock reads each chunk where it lies.
+        let mut batch = batch;
+        for s in batch.extract_if(.., |s| self.plausible(s.ts_ms, wall_ms).is_err()) {
+            if let Err(r) = self.plausible(s.ts_ms, wall_ms) {
+                out.refused.push((s, r));
             }
         }
         // The clock moves chunk by chunk, a chunk being about one round of
         // the fleet (every GPU once), so a batch that spans hours of
         // history is judged hour by hour, at O(1) amortized per sample.
-        let mut rest = plausible.into_iter().peekable();
-        while rest.peek().is_some() {
-            let n = self.gpus.len().max(MIN_CHUNK);
-            let chunk: Vec<Sample> = rest.by_ref().take(n).collect();
-            self.advance_clock(&chunk);
+        let mut rest = batch.into_iter();
+        while rest.len() > 0 {
+            let n = self.gpus.len().max(MIN_CHUNK).min(rest.len());
+            self.advance_clock(&rest.as_slice()[..n]);
             let band = self.band.unwrap_or((i64::MIN, i64::MIN));
-            for s in chunk {
+            for s in rest.by_ref().take(n) {
                 self.admit_one(s, band, &mut out);
             }
         }

@@ -149,7 +149,10 @@ impl Feed {
         for s in samples {
             let bucket = s.ts_ms.div_euclid(MAX_ROUND_SPAN_MS);
             if !self.pending.is_empty() && bucket > self.pending_bucket {
-                let samples = std::mem::take(&mut self.pending);
+                // The next round is about as big: growing it from empty
+                // would copy it over and over.
+                let next = Vec::with_capacity(self.pending.len());
+                let samples = std::mem::replace(&mut self.pending, next);
                 let clock = round_clock(&samples);
                 rounds.push(Round {
                     samples,
