@@ -34,6 +34,8 @@ pub mod run;
 pub mod shard;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod time_props;
 
 pub use handle::{Command, ControlError, PipelineHandle};
 pub use parts::{AlertSink, MAX_ROUND_SPAN_MS, PipelineConfig, Summary, Written};

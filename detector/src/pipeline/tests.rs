@@ -91,7 +91,7 @@ fn silences_reach_the_engine_in_order_and_a_checkpoint_restores_them() {
 
 /// Collects every alert event.
 #[derive(Clone, Default)]
-struct Events(std::sync::Arc<std::sync::Mutex<Vec<AlertEvent>>>);
+pub(super) struct Events(pub(super) std::sync::Arc<std::sync::Mutex<Vec<AlertEvent>>>);
 impl AlertSink for Events {
     fn deliver(&mut self, events: &[AlertEvent], _: i64) -> anyhow::Result<()> {
         if let Ok(mut v) = self.0.lock() {
