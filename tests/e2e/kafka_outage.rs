@@ -114,16 +114,19 @@ fn a_broker_outage_turns_readiness_503_and_back_without_losing_or_repeating_a_pa
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn replay");
+    // Mid-stream: about a third of the telemetry in, a page delivered.
     wait_for("ready mid-stream", Duration::from_secs(120), || {
         http_status(api, "/readyz") == Some(200)
             && http_get(api, "/metrics").is_some_and(|m| {
                 metric(&m, "forewarn_checkpoints_total") >= 2.0
-                    && metric(&m, "forewarn_samples_ingested_total") > 10_000.0
+                    && metric(&m, "forewarn_samples_ingested_total") > 40_000.0
             })
+            && !pd.bodies("/v2/enqueue").is_empty()
     });
     assert_eq!(broker_up(api), Some(1.0), "the broker gauge says up");
     let before = http_get(api, "/metrics").expect("metrics");
     let ingested_before = metric(&before, "forewarn_samples_ingested_total");
+    let paged_before = pd.bodies("/v2/enqueue").len();
 
     broker.kill();
     let killed = Instant::now();
@@ -194,7 +197,7 @@ fn a_broker_outage_turns_readiness_503_and_back_without_losing_or_repeating_a_pa
     eprintln!(
         "outage {OUTAGE:?}: /readyz 503 {to_503:.1?} after the kill, 200 {to_200:.1?} after the restart; \
          {total} samples ({ingested_before} ingested before the kill, {} at the end); \
-         {} incidents expected, {} paged; {} PagerDuty events; max sends per (key, action) {}; \
+         {} incidents expected, {} paged; {} PagerDuty events ({paged_before} before the kill); max sends per (key, action) {}; \
          log: {lost_lines} 'unreachable', {back_lines} 'reachable again'; test took {:.0?}",
         metric(&after, "forewarn_samples_ingested_total"),
         expected.len(),
