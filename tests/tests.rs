@@ -6,6 +6,7 @@ mod e2e {
     mod backtest;
     mod chaos;
     mod kafka;
+    mod kafka_outage;
     mod scenarios;
     mod simulate;
     mod state_files;

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 use alerts::AlertEvent;
 use prometheus::core::Collector;
@@ -32,7 +32,11 @@ pub const CHECKPOINTS: &str = "forewarn_checkpoints_total";
 pub const CHECKPOINT_BYTES: &str = "forewarn_checkpoint_bytes";
 pub const CHECKPOINT_SECONDS: &str = "forewarn_checkpoint_write_seconds";
 pub const SOURCE_PAUSES: &str = "forewarn_source_pauses_total";
+<<<<<<< HEAD
 pub const COMPONENT_UP: &str = "forewarn_component_up";
+=======
+pub const KAFKA_BROKER_UP: &str = "forewarn_kafka_broker_up";
+>>>>>>> broker26
 
 /// Upper bounds (seconds) of the latency histograms: 0.5 ms to 10 s.
 const BUCKETS: [f64; 14] = [
@@ -76,6 +80,9 @@ pub struct Metrics {
     pauses: Mutex<BTreeMap<&'static str, u64>>,
     alert_events: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     lag: Mutex<BTreeMap<String, i64>>,
+    /// Whether the Kafka brokers answer: 1, 0, or -1 (not consuming from
+    /// Kafka: the gauge is left out).
+    kafka_broker_up: AtomicI64,
     pub shard_latency: Histogram,
     /// Broker append (or produce) time to the alert decision, per batch.
     pub decision_latency: Histogram,
@@ -95,6 +102,7 @@ impl Default for Metrics {
             pauses: Mutex::default(),
             alert_events: Mutex::default(),
             lag: Mutex::default(),
+            kafka_broker_up: AtomicI64::new(-1),
             shard_latency: Histogram::new(SHARD_LATENCY, "Time a shard spends on one batch."),
             decision_latency: Histogram::new(
                 DECISION_LATENCY,
@@ -242,6 +250,11 @@ impl Metrics {
         }
     }
 
+    /// The Kafka source's judgement of its brokers.
+    pub fn set_kafka_broker_up(&self, up: bool) {
+        self.kafka_broker_up.store(i64::from(up), Relaxed);
+    }
+
     /// The Prometheus text exposition (format 0.0.4).
     pub fn render(
         &self,
@@ -306,6 +319,14 @@ impl Metrics {
                 "Consumer lag in messages, by topic-partition.",
                 "partition",
                 m.iter().map(|(k, v)| (k.as_str(), *v)),
+            );
+        }
+        let broker_up = self.kafka_broker_up.load(Relaxed);
+        if broker_up >= 0 {
+            p.gauge(
+                KAFKA_BROKER_UP,
+                "Whether the Kafka source's brokers answer (0 while none has for a few seconds; /readyz is then 503).",
+                broker_up,
             );
         }
         p.add(self.shard_latency.0.clone());

@@ -5,127 +5,17 @@
 //! incidents an uninterrupted run (`forewarn backtest` on the same
 //! telemetry and policy) pages, none paged twice.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use forewarn_tests::broker::Broker;
 use forewarn_tests::receiver::Receiver;
+use forewarn_tests::service::{
+    expected_pages, incidents, kafka_config, reference_events, serve, wait_for, wait_settled,
+};
 use forewarn_tests::{forewarn, forewarn_bin, free_port, http_get, metric, scratch};
 use serde_json::Value;
-
-/// The built-in policy's lifecycle and correlation, with routes to PagerDuty
-/// (critical, one group per alert) and Slack (everything).
-fn alert_policy(pd: u16, outbox: &str) -> String {
-    let default = include_str!("../../detector/src/config/default_alerts.toml");
-    let head = default.split("\n[route]").next().expect("policy head");
-    let mut s = String::new();
-    for line in head.lines() {
-        match line.strip_prefix('[') {
-            Some(rest) if !rest.starts_with('[') => s.push_str(&format!("[alerts.{rest}\n")),
-            _ => {
-                s.push_str(line);
-                s.push('\n');
-            }
-        }
-    }
-    s.push_str(&format!(
-        r#"
-[alerts.route]
-receiver = "slack"
-group_by = ["kind", "rack"]
-group_wait = "0s"
-group_interval = "1m"
-repeat_interval = "24h"
-
-[[alerts.route.routes]]
-matchers = ['severity="critical"']
-receiver = "pagerduty"
-group_by = ["..."]
-group_wait = "0s"
-continue = true
-
-[[alerts.receivers]]
-type = "pagerduty"
-name = "pagerduty"
-url = "http://127.0.0.1:{pd}/v2/enqueue"
-routing_key = {{ env = "FW_E2E_PD_KEY" }}
-
-[[alerts.receivers]]
-type = "slack"
-name = "slack"
-webhook_url = {{ env = "FW_E2E_SLACK_URL" }}
-min_interval = "0s"
-
-[alerts.outbox]
-dir = "{outbox}"
-initial_backoff = "100ms"
-"#
-    ));
-    s
-}
-
-/// Kills the service when the test ends, passed or panicked.
-struct Service(Child);
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(dir: &Path, pd: u16) -> Service {
-    Service(
-        Command::new(forewarn_bin())
-            .args(["serve", "--config", "forewarn.toml"])
-            .current_dir(dir)
-            .env("FW_E2E_PD_KEY", "e2e-routing-key")
-            .env("FW_E2E_SLACK_URL", format!("http://127.0.0.1:{pd}/slack"))
-            .env("FOREWARN_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(dir.join("serve.log"))
-                    .expect("serve log"),
-            )
-            .spawn()
-            .expect("spawn forewarn serve"),
-    )
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Incidents opened per dedup key, PagerDuty's way: a trigger opens one
-/// unless that key is already open; a resolve closes it.
-fn incidents(pd_events: &[Value]) -> BTreeMap<String, u32> {
-    let mut open = BTreeSet::new();
-    let mut opened: BTreeMap<String, u32> = BTreeMap::new();
-    for e in pd_events {
-        let key = e["dedup_key"].as_str().expect("dedup_key").to_string();
-        match e["event_action"].as_str() {
-            Some("trigger") => {
-                if open.insert(key.clone()) {
-                    *opened.entry(key).or_default() += 1;
-                }
-            }
-            Some("resolve") => {
-                open.remove(&key);
-            }
-            other => panic!("unexpected event_action {other:?}"),
-        }
-    }
-    opened
-}
 
 #[test]
 fn kafka_to_receivers_survives_kill_9_without_double_pages() {
@@ -154,52 +44,11 @@ fn kafka_to_receivers_survives_kill_9_without_double_pages() {
     );
     let pd = Receiver::start();
     let api = free_port();
-    let config = format!(
-        r#"
-[source]
-type = "kafka"
-brokers = "{}"
-topics = ["telemetry"]
-group_id = "forewarn-e2e"
-ready_lag = 0
-
-[checkpoint]
-dir = "ckpt"
-interval_s = 0.5
-
-[api]
-listen = "127.0.0.1:{api}"
-{}"#,
-        broker.addr(),
-        alert_policy(pd.port, "outbox")
-    );
+    let config = kafka_config(&broker.addr(), "forewarn-e2e", 0, api, pd.port);
     std::fs::write(dir.join("forewarn.toml"), &config).expect("config");
     // The uninterrupted reference: the same pipeline and policy on the file.
-    forewarn(
-        &[
-            "backtest",
-            "--config",
-            "forewarn.toml",
-            "--input",
-            "sim/telemetry.jsonl",
-            "--alerts-out",
-            "reference.jsonl",
-        ],
-        &dir,
-    );
-    let reference: Vec<Value> = std::fs::read_to_string(dir.join("reference.jsonl"))
-        .expect("reference")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect();
-    let mut expected: BTreeMap<String, u32> = BTreeMap::new();
-    for e in &reference {
-        if e["status"] == "firing" && e["severity"] == "critical" {
-            *expected
-                .entry(e["dedup_key"].as_str().expect("key").to_string())
-                .or_default() += 1;
-        }
-    }
+    let reference = reference_events(&dir, "sim/telemetry.jsonl");
+    let expected = expected_pages(&reference);
     assert!(!expected.is_empty(), "the fleet has failures that page");
 
     // Live: replay paced at 1 event-hour per second while the service runs.
@@ -252,14 +101,7 @@ listen = "127.0.0.1:{api}"
                 m.contains("forewarn_consumer_lag{") && metric(&m, "forewarn_consumer_lag") == 0.0
             })
     });
-    let mut last = (0, Instant::now());
-    wait_for("deliveries to settle", Duration::from_secs(60), || {
-        let n = pd.log.lock().expect("log").len();
-        if n != last.0 {
-            last = (n, Instant::now());
-        }
-        last.1.elapsed() > Duration::from_secs(3)
-    });
+    wait_settled(&pd.log, Duration::from_secs(60));
 
     let events = pd.bodies("/v2/enqueue");
     let got = incidents(&events);

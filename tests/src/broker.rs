@@ -1,6 +1,8 @@
 //! The real Kafka-protocol broker of the end-to-end tests: tansu (installed
 //! by `scripts/broker.sh install`), started on a free 127.0.0.1 port with
-//! SQLite storage in a scratch directory and killed by PID on drop.
+//! SQLite storage in a scratch directory and killed by PID on drop. It can
+//! be stopped (SIGKILL) and started again on the same port and storage,
+//! for the broker-outage test.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,6 +22,7 @@ pub fn tansu_path() -> PathBuf {
 /// A running broker.
 pub struct Broker {
     pub port: u16,
+    dir: PathBuf,
     child: Child,
 }
 
@@ -43,34 +46,37 @@ impl Broker {
         }
         std::fs::create_dir_all(dir).expect("broker dir");
         let port = crate::free_port();
-        let log = std::fs::File::create(dir.join("tansu.log")).expect("log");
-        // tansu reads a sqlite:// path relative to its working directory.
-        let child = Command::new(&bin)
-            .args([
-                "broker",
-                "--listener-url",
-                &format!("tcp://127.0.0.1:{port}"),
-                "--advertised-listener-url",
-                &format!("tcp://127.0.0.1:{port}"),
-                "--storage-engine",
-                "sqlite://tansu.db",
-            ])
-            .current_dir(dir)
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn tansu");
-        let b = Broker { port, child };
+        let child = spawn(&bin, dir, port);
+        let b = Broker {
+            port,
+            dir: dir.to_path_buf(),
+            child,
+        };
+        b.wait_listening();
+        Some(b)
+    }
+
+    /// Kills the broker (SIGKILL: no goodbye to its clients).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same port and storage (after [`Self::kill`]).
+    pub fn restart(&mut self) {
+        self.child = spawn(&tansu_path(), &self.dir, self.port);
+        self.wait_listening();
+    }
+
+    fn wait_listening(&self) {
         let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(
                 start.elapsed() < Duration::from_secs(20),
                 "tansu did not start"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        Some(b)
     }
 
     pub fn addr(&self) -> String {
@@ -104,4 +110,31 @@ impl Drop for Broker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// tansu on 127.0.0.1:`port` with its data and log in `dir` (the log is
+/// appended to, so a restart keeps the first run's).
+fn spawn(bin: &Path, dir: &Path, port: u16) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("tansu.log"))
+        .expect("log");
+    // tansu reads a sqlite:// path relative to its working directory.
+    Command::new(bin)
+        .args([
+            "broker",
+            "--listener-url",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--advertised-listener-url",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--storage-engine",
+            "sqlite://tansu.db",
+        ])
+        .current_dir(dir)
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn tansu")
 }

@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests (`tests/e2e/`): finding the real
 //! `forewarn` binary and running it, scratch directories, free ports, small
-//! HTTP and Prometheus-text readers, a real broker ([`broker`]) and a real
-//! HTTP receiver ([`receiver`]). The tests drive the built binary, not the
+//! HTTP and Prometheus-text readers, a real broker ([`broker`]), a real
+//! HTTP receiver ([`receiver`]) and the service around them ([`service`]). The tests drive the built binary, not the
 //! library, so they see what an operator sees.
 
 use std::path::{Path, PathBuf};
@@ -62,6 +62,7 @@ pub fn free_port() -> u16 {
 
 pub mod broker;
 pub mod receiver;
+pub mod service;
 
 /// `GET http://127.0.0.1:<port><path>`: the body, or `None` if the server
 /// is not answering or the status is not 200.

@@ -290,6 +290,7 @@ impl KafkaSource {
                 ));
             }
         }
+        refuse_incremental_rebalance(&self.options)?;
         Ok(SourceKind::Kafka(KafkaSettings {
             brokers,
             topics: self.topics.clone(),
@@ -298,5 +299,80 @@ impl KafkaSource {
             dead_letter_topic: self.dead_letter_topic.clone(),
             ready_lag,
         }))
+    }
+}
+
+/// Refuses the incremental (cooperative) rebalance protocols. The source
+/// treats every assignment as the whole set and every revoke as "all of
+/// it": it drops the batch in hand and relies on the partitions being
+/// assigned again to re-read it from what the pipeline holds. Under an
+/// incremental revoke the partitions kept are never assigned again, so the
+/// dropped messages of those partitions would be skipped.
+fn refuse_incremental_rebalance(options: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    let why = "forewarn needs eager rebalancing (all partitions revoked, then assigned): its checkpoint-before-revoke and re-read after assign do not handle incremental assign / revoke, under which the partitions kept would skip the batch dropped at a revoke";
+    if let Some(v) = options.get("partition.assignment.strategy")
+        && v.split(',')
+            .any(|s| s.trim().eq_ignore_ascii_case("cooperative-sticky"))
+    {
+        return Err(err(
+            &key("options.partition.assignment.strategy"),
+            format!(
+                "{v:?} is not supported: {why}; use \"range\" and/or \"roundrobin\" (the default)"
+            ),
+        ));
+    }
+    if let Some(v) = options.get("group.protocol")
+        && v.trim().eq_ignore_ascii_case("consumer")
+    {
+        return Err(err(
+            &key("options.group.protocol"),
+            format!("{v:?} (KIP-848) is not supported: {why}; use \"classic\" (the default)"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kafka(options: &[(&str, &str)]) -> KafkaSource {
+        KafkaSource {
+            brokers: Some("127.0.0.1:9092".into()),
+            topics: default_topics(),
+            group_id: default_group_id(),
+            dead_letter_topic: None,
+            options: options
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            ready_lag: default_ready_lag(),
+            dead_letter_file: None,
+        }
+    }
+
+    #[test]
+    fn cooperative_sticky_is_refused_naming_the_option_and_why() {
+        for v in ["cooperative-sticky", "range, Cooperative-Sticky"] {
+            let e = kafka(&[("partition.assignment.strategy", v)])
+                .validate()
+                .expect_err(v);
+            assert_eq!(e.key, "source.options.partition.assignment.strategy");
+            assert!(e.message.contains("not supported"), "{}", e.message);
+            assert!(e.message.contains("incremental"), "{}", e.message);
+        }
+        let e = kafka(&[("group.protocol", "consumer")])
+            .validate()
+            .expect_err("KIP-848");
+        assert_eq!(e.key, "source.options.group.protocol");
+        for ok in ["range", "roundrobin", "range,roundrobin"] {
+            assert!(
+                kafka(&[("partition.assignment.strategy", ok)])
+                    .validate()
+                    .is_ok(),
+                "{ok}"
+            );
+        }
+        assert!(kafka(&[("group.protocol", "classic")]).validate().is_ok());
     }
 }

@@ -1,8 +1,8 @@
 //! The consumer's rebalance context: state shared between the poll loop
 //! and librdkafka's callbacks (which run inside `poll` on the source
-//! thread), the callbacks themselves (statistics → high watermarks, commit
-//! answers, checkpoint-and-commit before a revoke, resume points after an
-//! assign), and offset commits.
+//! thread), the callbacks themselves (statistics → high watermarks and
+//! broker contact, global errors, commit answers, checkpoint-and-commit
+//! before a revoke, resume points after an assign), and offset commits.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -10,11 +10,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaResult;
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::statistics::Statistics;
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::health::Reachability;
 use crate::checkpoint::Offsets;
 use crate::pipeline::PipelineHandle;
 
@@ -42,6 +44,8 @@ pub(super) struct Shared {
     /// Offset commits answered, and how many of those failed.
     pub(super) commits: AtomicU64,
     pub(super) commit_errors: AtomicU64,
+    /// Whether the brokers answer (from statistics and connection errors).
+    pub(super) reach: Mutex<Reachability>,
 }
 
 /// A caught-up partition with no message for this long no longer holds
@@ -62,6 +66,7 @@ impl Shared {
             assigned: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
             commit_errors: AtomicU64::new(0),
+            reach: Mutex::new(Reachability::default()),
         }
     }
 
@@ -106,7 +111,46 @@ pub(super) struct Ctx {
 }
 
 impl ClientContext for Ctx {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.on_error(&error, reason);
+    }
+
+    /// librdkafka's own log, as rdkafka logs it, except connection
+    /// failures (`FAIL`): librdkafka repeats them at every reconnect
+    /// attempt while a broker is away, and the outage is reported once by
+    /// the poll loop with the newest of them.
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        if fac == "FAIL" {
+            tracing::debug!(target: "librdkafka", "librdkafka: {fac} {message}");
+            self.shared.connection_error(message);
+            return;
+        }
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", "librdkafka: {fac} {message}");
+            }
+            RDKafkaLogLevel::Warning => {
+                tracing::warn!(target: "librdkafka", "librdkafka: {fac} {message}");
+            }
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", "librdkafka: {fac} {message}");
+            }
+            RDKafkaLogLevel::Debug => {
+                tracing::debug!(target: "librdkafka", "librdkafka: {fac} {message}");
+            }
+        }
+    }
+
     fn stats(&self, stats: Statistics) {
+        if let Ok(mut r) = self.shared.reach.lock() {
+            r.observe(
+                stats.ts,
+                stats.brokers.values().map(|b| (b.state.as_str(), b.rxidle)),
+            );
+        }
         if let Ok(mut high) = self.shared.high.lock() {
             for (topic, t) in &stats.topics {
                 for (p, part) in &t.partitions {
@@ -115,6 +159,44 @@ impl ClientContext for Ctx {
                     }
                 }
             }
+        }
+    }
+}
+
+/// A lost or refused broker connection: librdkafka reports these as
+/// global errors and as consumer errors from `poll`, at every reconnect
+/// attempt while a broker is away.
+pub(super) fn is_connection_error(error: &KafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::AllBrokersDown
+                | RDKafkaErrorCode::BrokerTransportFailure
+                | RDKafkaErrorCode::Resolve
+        )
+    )
+}
+
+impl Shared {
+    /// Keeps the newest connection failure for the outage report.
+    pub(super) fn connection_error(&self, message: &str) {
+        if let Ok(mut r) = self.reach.lock()
+            && !message.is_empty()
+        {
+            r.last_error = Some(message.to_owned());
+        }
+    }
+}
+
+impl Ctx {
+    /// librdkafka's global errors. Losing the brokers is reported once per
+    /// outage by the poll loop ([`super::health`]), so connection errors
+    /// are kept for that report and logged at debug only.
+    fn on_error(&self, error: &KafkaError, reason: &str) {
+        if is_connection_error(error) {
+            tracing::debug!(error = %error, reason, "Kafka connection error");
+        } else {
+            tracing::error!(error = %error, reason, "Kafka client error");
         }
     }
 }

@@ -1,6 +1,6 @@
 //! What the poll loop does on a timer: pace partitions that run ahead in
 //! event time (the decision is [`Pacer`]'s; this applies it to the
-//! consumer) and publish per-partition lag and readiness.
+//! consumer) and publish per-partition lag, broker contact and readiness.
 
 use std::time::Instant;
 
@@ -8,6 +8,7 @@ use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use super::context::{Ctx, Shared};
+use super::health::{Change, Watch};
 use super::pacing::{MAX_AHEAD_MS, Pacer};
 use crate::state::State;
 
@@ -50,24 +51,72 @@ pub(super) fn pace(
     }
 }
 
-/// Publishes lag per partition and readiness (caught up within the bound).
-pub(super) fn report_lag(shared: &Shared, state: &State, ready_lag: i64) {
+/// Publishes lag per partition, broker contact and readiness: ready while
+/// the brokers answer, partitions are assigned and the lag is within the
+/// bound. Each change of broker contact is logged once (WARN when lost,
+/// naming the brokers and librdkafka's newest connection error; INFO when
+/// back).
+pub(super) fn report_lag(
+    shared: &Shared,
+    state: &State,
+    ready_lag: i64,
+    brokers: &str,
+    watch: &mut Watch,
+) {
+    let (silent, last_error) = match shared.reach.lock() {
+        Ok(r) => (r.silent_for(), r.last_error.clone()),
+        Err(_) => (None, None),
+    };
+    let change = watch.update(silent);
+    state.metrics.set_kafka_broker_up(watch.up());
+    let lag = total_lag(shared, state);
+    let was_ready = state.is_ready();
+    // Partitions to read: after an outage the group is rejoined some
+    // seconds after the brokers answer, and until then the lag is stale.
+    let assigned = shared.assigned.lock().is_ok_and(|a| !a.is_empty());
+    let ready = match lag {
+        Some(total) => watch.up() && assigned && total <= ready_lag,
+        // No statistics yet: not ready until they come (start-up), and not
+        // ready once the brokers are known to be gone.
+        None => was_ready && watch.up(),
+    };
+    state.set_ready(ready);
+    match change {
+        Some(Change::Down(silent)) => tracing::warn!(
+            brokers,
+            silent_s = silent.as_secs(),
+            last_error = last_error.as_deref().unwrap_or("none"),
+            "Kafka brokers unreachable: not ready (offsets are committed again once they answer)"
+        ),
+        Some(Change::Up(down)) => tracing::info!(
+            brokers,
+            down_s = down.as_secs(),
+            lag = lag.unwrap_or(-1),
+            ready,
+            "Kafka brokers reachable again"
+        ),
+        None if ready != was_ready => {
+            tracing::info!(lag = lag.unwrap_or(-1), ready, "consumer lag")
+        }
+        None => {}
+    }
+}
+
+/// Total lag over the partitions statistics have reported, each
+/// partition's published; `None` before any.
+fn total_lag(shared: &Shared, state: &State) -> Option<i64> {
     let (Ok(high), Ok(sent)) = (shared.high.lock(), shared.sent.lock()) else {
-        return;
+        return None;
     };
     if high.is_empty() {
-        return;
+        return None;
     }
     let mut total = 0i64;
     for ((t, p), hi) in high.iter() {
         let next = sent.get(&(t.clone(), *p)).copied().unwrap_or(0);
         let lag = (hi - next).max(0);
-        total += lag;
+        total = total.saturating_add(lag);
         state.metrics.set_lag(format!("{t}/{p}"), lag);
     }
-    let ready = total <= ready_lag;
-    if ready != state.is_ready() {
-        tracing::info!(lag = total, ready, "consumer lag");
-    }
-    state.set_ready(ready);
+    Some(total)
 }

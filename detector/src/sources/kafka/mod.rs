@@ -24,15 +24,23 @@
 //!   reason, exactly as the file source does.
 //! - Lag per partition (high watermark − next offset to process) comes from
 //!   librdkafka's statistics and the source's own position.
+//! - Readiness also follows the brokers: when none has answered for a few
+//!   seconds (statistics list each connection's state and receive idle
+//!   time) the source is not ready and says so once; librdkafka keeps
+//!   reconnecting, the group is rejoined, and a revoke on the way
+//!   checkpoints as usual. A commit that fails meanwhile is superseded by
+//!   the next checkpoint's, and a restart resumes from the checkpoint's
+//!   offsets anyway, so nothing is skipped or read twice by the state.
 
 //!
 //! Layout: [`settings`] (settings, client options), [`context`] (state
 //! shared with librdkafka's callbacks, rebalance, commits), [`consumer`]
 //! (resume points, the batch, one message's decoding), [`lag`] (pacing and
-//! lag on a timer), [`pacing`] (the pacing decision), and here the poll
-//! loop.
+//! lag on a timer), [`health`] (broker contact), [`pacing`] (the pacing
+//! decision), and here the poll loop.
 mod consumer;
 mod context;
+mod health;
 mod lag;
 mod pacing;
 mod settings;
@@ -105,6 +113,7 @@ pub fn run(
     let (mut src, consumer) = Source::open(settings, policy, state, dead, pipeline)?;
     let (mut last_lag, mut last_pace) = (Instant::now(), Instant::now());
     let mut ahead = Pacer::default();
+    let mut brokers = health::Watch::default();
     while !stop.is_cancelled() {
         let full = src.pipeline.is_full();
         if src.wait_out_stall(full) {
@@ -118,6 +127,10 @@ pub fn run(
             // A skipped or sought-past message ends this round.
             Some(Ok(m)) if !src.take(&consumer, &m)? => continue,
             Some(Ok(_)) | None => {}
+            // Reported once per outage by the readiness check.
+            Some(Err(e)) if context::is_connection_error(&e) => {
+                tracing::debug!(error = %e, "Kafka consumer error");
+            }
             Some(Err(e)) => tracing::warn!(error = %e, "Kafka consumer error"),
         }
         src.hand_over()?;
@@ -128,7 +141,13 @@ pub fn run(
         }
         if last_lag.elapsed() >= Duration::from_secs(1) {
             last_lag = Instant::now();
-            lag::report_lag(&src.shared, state, settings.ready_lag);
+            lag::report_lag(
+                &src.shared,
+                state,
+                settings.ready_lag,
+                &settings.brokers,
+                &mut brokers,
+            );
         }
     }
     src.stop(&consumer)
