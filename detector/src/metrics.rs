@@ -32,11 +32,8 @@ pub const CHECKPOINTS: &str = "forewarn_checkpoints_total";
 pub const CHECKPOINT_BYTES: &str = "forewarn_checkpoint_bytes";
 pub const CHECKPOINT_SECONDS: &str = "forewarn_checkpoint_write_seconds";
 pub const SOURCE_PAUSES: &str = "forewarn_source_pauses_total";
-<<<<<<< HEAD
 pub const COMPONENT_UP: &str = "forewarn_component_up";
-=======
 pub const KAFKA_BROKER_UP: &str = "forewarn_kafka_broker_up";
->>>>>>> broker26
 
 /// Upper bounds (seconds) of the latency histograms: 0.5 ms to 10 s.
 const BUCKETS: [f64; 14] = [
