@@ -69,6 +69,18 @@ pub(super) fn report_lag(
     };
     let change = watch.update(silent);
     state.metrics.set_kafka_broker_up(watch.up());
+    // The source is degraded (not down: librdkafka reconnects by itself).
+    match &change {
+        Some(Change::Down(_)) => state.health.degraded(
+            "source",
+            format!(
+                "no Kafka broker of {brokers} answering; last error: {}",
+                last_error.as_deref().unwrap_or("none")
+            ),
+        ),
+        Some(Change::Up(_)) => state.health.up("source"),
+        None => {}
+    }
     let lag = total_lag(shared, state);
     let was_ready = state.is_ready();
     // Partitions to read: after an outage the group is rejoined some
