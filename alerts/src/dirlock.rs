@@ -112,10 +112,16 @@ impl DirLock {
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),
         }
-        file.set_len(0)
+        // The pid only names the holder in a second process's error: a
+        // full disk must not stop a start (the outbox then waits for space,
+        // degraded), so a failed write leaves the lock, held, without it.
+        let named = file
+            .set_len(0)
             .and_then(|()| file.rewind())
-            .and_then(|()| writeln!(file, "{}", std::process::id()))
-            .map_err(io)?;
+            .and_then(|()| writeln!(file, "{}", std::process::id()));
+        if let Err(e) = named {
+            tracing::warn!(lock = %path.display(), error = %e, "lock held, but the pid could not be written into it");
+        }
         Ok(DirLock { path, _file: file })
     }
 

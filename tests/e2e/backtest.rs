@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use forewarn_tests::{forewarn, scratch};
+use forewarn_tests::{forewarn, scratch, simulate_fleet};
 use serde_json::Value;
 
 fn events(path: &std::path::Path) -> Vec<Value> {
@@ -18,24 +18,7 @@ fn events(path: &std::path::Path) -> Vec<Value> {
 #[test]
 fn backtest_alerts_follow_the_contract_and_are_deterministic() {
     let dir = scratch("backtest");
-    forewarn(
-        &[
-            "simulate",
-            "--gpus",
-            "96",
-            "--hours",
-            "8",
-            "--seed",
-            "21",
-            "--failure-rate",
-            "0.3",
-            "--format",
-            "jsonl",
-            "--out",
-            "sim",
-        ],
-        &dir,
-    );
+    simulate_fleet(&dir, 96, 8, 21, Some(0.3));
     for run in ["a.jsonl", "b.jsonl"] {
         forewarn(
             &[

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use forewarn_tests::{forewarn, scratch};
+use forewarn_tests::{forewarn, scratch, simulate_fleet};
 use serde_json::Value;
 
 fn ts_of(line: &str) -> Option<i64> {
@@ -36,24 +36,7 @@ fn bad_clocks_floods_and_garbage_leave_the_fleets_alerts_unchanged() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
     let dir = scratch("chaos");
-    forewarn(
-        &[
-            "simulate",
-            "--gpus",
-            "64",
-            "--hours",
-            "6",
-            "--seed",
-            "31",
-            "--failure-rate",
-            "0.4",
-            "--format",
-            "jsonl",
-            "--out",
-            "sim",
-        ],
-        &dir,
-    );
+    simulate_fleet(&dir, 64, 6, 31, Some(0.4));
     let clean = std::fs::read_to_string(dir.join("sim/telemetry.jsonl")).expect("telemetry");
     let lines: Vec<&str> = clean.lines().collect();
     let t0 = ts_of(lines[0]).expect("first ts");

@@ -14,7 +14,7 @@ use forewarn_tests::receiver::Receiver;
 use forewarn_tests::service::{
     expected_pages, incidents, kafka_config, reference_events, serve, wait_for, wait_settled,
 };
-use forewarn_tests::{forewarn, forewarn_bin, free_port, http_get, metric, scratch};
+use forewarn_tests::{forewarn_bin, free_port, http_get, metric, scratch, simulate_fleet};
 use serde_json::Value;
 
 #[test]
@@ -24,24 +24,7 @@ fn kafka_to_receivers_survives_kill_9_without_double_pages() {
         return;
     };
     broker.create_topic("telemetry", 2);
-    forewarn(
-        &[
-            "simulate",
-            "--gpus",
-            "96",
-            "--hours",
-            "12",
-            "--seed",
-            "5",
-            "--failure-rate",
-            "0.4",
-            "--format",
-            "jsonl",
-            "--out",
-            "sim",
-        ],
-        &dir,
-    );
+    simulate_fleet(&dir, 96, 12, 5, Some(0.4));
     let pd = Receiver::start();
     let api = free_port();
     let config = kafka_config(&broker.addr(), "forewarn-e2e", 0, api, pd.port);

@@ -17,7 +17,7 @@ use forewarn_tests::service::{
     expected_pages, http_status, incidents, kafka_config, reference_events, serve, wait_for,
     wait_settled,
 };
-use forewarn_tests::{forewarn, forewarn_bin, free_port, http_get, metric, scratch};
+use forewarn_tests::{forewarn_bin, free_port, http_get, metric, scratch, simulate_fleet};
 
 /// How long the broker stays away.
 const OUTAGE: Duration = Duration::from_secs(30);
@@ -48,24 +48,7 @@ fn a_broker_outage_turns_readiness_503_and_back_without_losing_or_repeating_a_pa
         return;
     };
     broker.create_topic("telemetry", 2);
-    forewarn(
-        &[
-            "simulate",
-            "--gpus",
-            "96",
-            "--hours",
-            "12",
-            "--seed",
-            "5",
-            "--failure-rate",
-            "0.4",
-            "--format",
-            "jsonl",
-            "--out",
-            "sim",
-        ],
-        &dir,
-    );
+    simulate_fleet(&dir, 96, 12, 5, Some(0.4));
     let pd = Receiver::start();
     let api = free_port();
     // Ready within 5,000 messages: a live stream is never at lag 0 for long.

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use forewarn_tests::broker::Broker;
-use forewarn_tests::{forewarn, forewarn_bin, free_port, http_get, metric, scratch};
+use forewarn_tests::{forewarn_bin, free_port, http_get, metric, scratch, simulate_fleet};
 
 const TOKEN: &str = "e2e-state-token";
 
@@ -207,13 +207,7 @@ fn a_damaged_newest_checkpoint_is_skipped_and_the_one_before_restored() {
         return;
     };
     broker.create_topic("telemetry", 2);
-    forewarn(
-        &[
-            "simulate", "--gpus", "32", "--hours", "2", "--seed", "8", "--format", "jsonl",
-            "--out", "sim",
-        ],
-        &dir,
-    );
+    simulate_fleet(&dir, 32, 2, 8, None);
     let api = free_port();
     kafka_config(&dir, &broker.addr(), api);
     let svc = Service(spawn(&dir, "serve.log"));

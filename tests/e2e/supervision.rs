@@ -16,7 +16,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use forewarn_tests::receiver::Receiver;
-use forewarn_tests::{forewarn, forewarn_bin, free_port, http_status, metric, scratch};
+use forewarn_tests::{forewarn_bin, free_port, http_status, metric, scratch, simulate_fleet};
 use serde_json::Value;
 
 /// Kills the service when the test ends, passed or panicked.
@@ -142,24 +142,7 @@ fn fill(path: &Path) {
 #[test]
 fn a_full_outbox_disk_holds_alerts_then_delivers_each_once() {
     let dir = scratch("outbox-full");
-    forewarn(
-        &[
-            "simulate",
-            "--gpus",
-            "64",
-            "--hours",
-            "8",
-            "--seed",
-            "5",
-            "--failure-rate",
-            "0.5",
-            "--format",
-            "jsonl",
-            "--out",
-            "sim",
-        ],
-        &dir,
-    );
+    simulate_fleet(&dir, 64, 8, 5, Some(0.5));
     // The reference: the same input with a healthy disk.
     let clean = {
         let rx = Receiver::start();

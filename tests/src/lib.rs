@@ -97,3 +97,19 @@ pub fn http_status(port: u16, path: &str) -> Option<(u16, String)> {
     let code = head.split_whitespace().nth(1)?.parse().ok()?;
     Some((code, body.to_string()))
 }
+
+/// A simulated fleet as JSON lines in `<dir>/sim/telemetry.jsonl` (with
+/// `labels.csv` beside it): `gpus` GPUs for `hours`, `seed`, and the
+/// failure rate per GPU-day (`None`: the simulator's default).
+pub fn simulate_fleet(dir: &Path, gpus: u32, hours: u32, seed: u64, failure_rate: Option<f64>) {
+    let (gpus, hours, seed) = (gpus.to_string(), hours.to_string(), seed.to_string());
+    let mut args = vec![
+        "simulate", "--gpus", &gpus, "--hours", &hours, "--seed", &seed, "--format", "jsonl",
+        "--out", "sim",
+    ];
+    let rate = failure_rate.map(|r| r.to_string());
+    if let Some(r) = &rate {
+        args.extend(["--failure-rate", r.as_str()]);
+    }
+    forewarn(&args, dir);
+}

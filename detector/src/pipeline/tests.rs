@@ -89,6 +89,23 @@ fn silences_reach_the_engine_in_order_and_a_checkpoint_restores_them() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A pipeline on the test config (`seed`), its alert events
+/// collected.
+pub(super) fn collecting_pipeline(seed: u64) -> (Pipeline, Events) {
+    let (cfg, pcfg) = super::restart_tests::test_config(seed);
+    let events = Events::default();
+    let stage = AlertStage::new(alerts::AlertEngine::new(cfg.alerts.engine.clone()));
+    let p = Pipeline::start(
+        pcfg.new_shards().expect("shards"),
+        stage,
+        Box::new(events.clone()),
+        crate::state::SharedState::new(),
+        None,
+    )
+    .expect("start");
+    (p, events)
+}
+
 /// Collects every alert event.
 #[derive(Clone, Default)]
 pub(super) struct Events(pub(super) std::sync::Arc<std::sync::Mutex<Vec<AlertEvent>>>);
@@ -122,17 +139,7 @@ fn extreme_timestamps_neither_panic_nor_page() {
         (false, false, true),
         (true, true, false),
     ] {
-        let (cfg, pcfg) = super::restart_tests::test_config(3);
-        let events = Events::default();
-        let stage = AlertStage::new(alerts::AlertEngine::new(cfg.alerts.engine.clone()));
-        let mut p = Pipeline::start(
-            pcfg.new_shards().expect("shards"),
-            stage,
-            Box::new(events.clone()),
-            crate::state::SharedState::new(),
-            None,
-        )
-        .expect("start");
+        let (mut p, events) = collecting_pipeline(3);
         p.set_live(live);
         let mut n = 0;
         for tick in 0..40_i64 {

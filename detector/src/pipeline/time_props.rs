@@ -7,10 +7,6 @@
 
 use proptest::prelude::*;
 
-use super::Pipeline;
-use super::alerting::AlertStage;
-use super::tests::Events;
-
 const T0: i64 = 1_793_491_200_000;
 const TICKS: i64 = 24;
 const FLEET: usize = 6;
@@ -48,17 +44,7 @@ proptest! {
         injections in prop::collection::vec(injection(), 1..12),
         mode in 0..3_u8,
     ) {
-        let (cfg, pcfg) = super::restart_tests::test_config(2);
-        let events = Events::default();
-        let stage = AlertStage::new(alerts::AlertEngine::new(cfg.alerts.engine.clone()));
-        let mut p = Pipeline::start(
-            pcfg.new_shards().expect("shards"),
-            stage,
-            Box::new(events.clone()),
-            crate::state::SharedState::new(),
-            None,
-        )
-        .expect("start");
+        let (mut p, events) = super::tests::collecting_pipeline(2);
         p.set_live(mode == 2);
         let mut liars = Vec::new();
         for tick in 0..TICKS {
