@@ -204,10 +204,10 @@ async fn healthz_once(c: &mut TcpStream) -> Option<()> {
     c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .ok()?;
-    let mut buf = [0u8; 256];
+    let mut buf = [0u8; 1024];
     let mut got = 0;
-    // "ok\n" is the last of the answer.
-    while !buf[..got].ends_with(b"ok\n") {
+    // The JSON body's closing brace is the last of the answer.
+    while !buf[..got].ends_with(b"}") {
         let n = c.read(&mut buf[got..]).await.ok()?;
         if n == 0 || got + n == buf.len() {
             return None;
