@@ -237,6 +237,16 @@ impl Serialize for Silence {
 }
 
 impl Silence {
+    /// The same silence apart from its end (which expiring it moves): how
+    /// a restored or saved silence is matched to the config's.
+    pub fn same_but_end(&self, other: &Silence) -> bool {
+        self.id == other.id
+            && self.matchers == other.matchers
+            && self.starts_at_ms == other.starts_at_ms
+            && self.created_by == other.created_by
+            && self.comment == other.comment
+    }
+
     /// Parses and validates a REST body (see [`SilenceBody`]) as silence `id`.
     pub fn from_json(text: &str, id: String) -> Result<Self, SilenceError> {
         SilenceBody::from_json(text)?.validate(id)

@@ -122,15 +122,6 @@ struct SilenceRecord {
     from_config: bool,
 }
 
-/// Same silence apart from its end (which `expire_silence` moves).
-fn same_but_end(a: &Silence, b: &Silence) -> bool {
-    a.id == b.id
-        && a.matchers == b.matchers
-        && a.starts_at_ms == b.starts_at_ms
-        && a.created_by == b.created_by
-        && a.comment == b.comment
-}
-
 fn sorted<K: Ord + Clone, V: Clone>(m: &HashMap<K, V>) -> Vec<(K, V)> {
     let mut v: Vec<(K, V)> = m.iter().map(|(k, x)| (k.clone(), x.clone())).collect();
     v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -186,7 +177,7 @@ impl AlertEngine {
                     .cfg
                     .silences
                     .iter()
-                    .any(|c| same_but_end(c, s) && s.ends_at_ms <= c.ends_at_ms);
+                    .any(|c| c.same_but_end(s) && s.ends_at_ms <= c.ends_at_ms);
                 record(s, from_config)
             })
             .collect();
@@ -194,7 +185,7 @@ impl AlertEngine {
             .cfg
             .silences
             .iter()
-            .filter(|c| !listed.iter().any(|s| same_but_end(c, s)))
+            .filter(|c| !listed.iter().any(|s| c.same_but_end(s)))
             .map(|c| record(c, true))
             .collect();
         EngineSnapshot {
@@ -361,7 +352,7 @@ fn restore_silences(
         };
         if r.from_config {
             // Kept only if the config still has it: then an early end stays.
-            if config.iter().any(|c| same_but_end(c, &s)) {
+            if config.iter().any(|c| c.same_but_end(&s)) {
                 list.expire(&s.id, s.ends_at_ms);
             }
         } else {

@@ -80,18 +80,6 @@ impl Record {
             comment: self.comment.clone(),
         })
     }
-
-    /// The same silence as config silence `c`, apart from its end.
-    fn is_config(&self, c: &Silence) -> bool {
-        self.id == c.id
-            && self.starts_at_ms == c.starts_at_ms
-            && self.created_by == c.created_by
-            && self.comment == c.comment
-            && c.matchers
-                .iter()
-                .map(Matcher::spec)
-                .eq(self.matchers.iter().cloned())
-    }
 }
 
 /// What [`SilenceFile::apply`] did.
@@ -212,7 +200,8 @@ impl SilenceFile {
         let mut done = Applied::default();
         for r in self.load()? {
             if r.id.starts_with("config-") || config.iter().any(|c| c.id == r.id) {
-                match config.iter().find(|c| r.is_config(c)) {
+                let saved = r.silence().ok();
+                match saved.and_then(|s| config.iter().find(|c| c.same_but_end(&s))) {
                     Some(c) if r.ends_at_ms < c.ends_at_ms => {
                         engine.expire_silence(&r.id, r.ends_at_ms);
                         done.ended_early += 1;
