@@ -82,6 +82,16 @@ impl Health {
     }
 
     fn set(&self, name: &str, condition: Condition, cause: Option<String>) {
+        // The common call (a part that works saying so, every round) only
+        // reads.
+        if condition == Condition::Up
+            && self
+                .parts
+                .read()
+                .is_ok_and(|p| p.get(name).is_some_and(|c| c.condition == Condition::Up))
+        {
+            return;
+        }
         let Ok(mut parts) = self.parts.write() else {
             return;
         };

@@ -30,12 +30,15 @@ use crate::pipeline::alerting::AlertStage;
 use crate::pipeline::shard::Shard;
 use crate::silence_file::SilenceFile;
 
+/// A router with no groups, over the config's routes and `sys`'s outbox.
+fn fresh_router(cfg: &Config, sys: &AlertSystem) -> AlertRouter {
+    AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone())
+        .with_shadow_log(cfg.alerts.shadow_file.clone())
+}
+
 fn router_restore(cfg: &Config, sys: &AlertSystem, bytes: &[u8]) -> anyhow::Result<AlertRouter> {
     if bytes.is_empty() {
-        return Ok(
-            AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone())
-                .with_shadow_log(cfg.alerts.shadow_file.clone()),
-        );
+        return Ok(fresh_router(cfg, sys));
     }
     let snap: alerts::RouterSnapshot =
         crate::checkpoint::from_cbor(bytes, "the alert router snapshot")?;
@@ -207,8 +210,7 @@ pub(super) fn restore_or_new(
         None => Start {
             shards: pcfg.new_shards()?,
             stage: AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone())),
-            router: AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone())
-                .with_shadow_log(cfg.alerts.shadow_file.clone()),
+            router: fresh_router(cfg, sys),
             store,
             resume: Offsets::new(),
         },

@@ -69,6 +69,7 @@ pub(super) async fn supervise(
             _ = tick.tick() => {}
             () = shutdown.cancelled() => return,
         }
+        let down = state.health.down_parts();
         for r in &receivers {
             let Some(stats) = outbox.stats(r) else {
                 continue;
@@ -77,14 +78,12 @@ pub(super) async fn supervise(
             let fault = DeliveryStats::fault(&stats.outbox_fault)
                 .map(|f| format!("outbox: {f}"))
                 .or_else(|| DeliveryStats::fault(&stats.receiver_fault));
-            let down = state.health.down_parts().contains(&name);
             match fault {
-                _ if down => {}
+                _ if down.contains(&name) => {}
                 Some(f) => state.health.degraded(&name, f),
                 None => state.health.up(&name),
             }
         }
-        let down = state.health.down_parts();
         if !down.is_empty() {
             let components = state.health.snapshot();
             let causes: Vec<String> = down
