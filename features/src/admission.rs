@@ -236,13 +236,28 @@ impl Admission {
     /// the input is live (then nothing may be ahead of it by more than the
     /// skew); `None` for files and replays.
     pub fn admit(&mut self, batch: Vec<Sample>, wall_ms: Option<i64>) -> Admitted {
+        let mut batch = batch;
+        let into = Vec::with_capacity(batch.len());
+        self.admit_into(&mut batch, into, wall_ms)
+    }
+
+    /// As [`Admission::admit`], with the buffer the admitted samples go to
+    /// (`into`, emptied first) given by the caller and `batch` left empty
+    /// with its capacity: a caller that recycles buffers allocates none.
+    pub fn admit_into(
+        &mut self,
+        batch: &mut Vec<Sample>,
+        mut into: Vec<Sample>,
+        wall_ms: Option<i64>,
+    ) -> Admitted {
+        into.clear();
+        into.reserve(batch.len());
         let mut out = Admitted {
-            samples: Vec::with_capacity(batch.len()),
+            samples: into,
             ..Admitted::default()
         };
         // Samples move once, into `out`: the implausible ones are taken
         // out in place, and the clock reads each chunk where it lies.
-        let mut batch = batch;
         for s in batch.extract_if(.., |s| self.plausible(s.ts_ms, wall_ms).is_err()) {
             if let Err(r) = self.plausible(s.ts_ms, wall_ms) {
                 out.refused.push((s, r));
@@ -251,7 +266,7 @@ impl Admission {
         // The clock moves chunk by chunk, a chunk being about one round of
         // the fleet (every GPU once), so a batch that spans hours of
         // history is judged hour by hour, at O(1) amortized per sample.
-        let mut rest = batch.into_iter();
+        let mut rest = batch.drain(..);
         while rest.len() > 0 {
             let n = self.gpus.len().max(MIN_CHUNK).min(rest.len());
             self.advance_clock(&rest.as_slice()[..n]);

@@ -17,6 +17,7 @@ use std::sync::{Arc, OnceLock};
 use features::admission::{Admission, AdmissionConfig, Admitted, Eviction};
 use features::{FeatureConfig, GpuId, Sample};
 
+use super::buffers;
 use super::parts::MAX_ROUND_SPAN_MS;
 use crate::sources::DeadLetters;
 use crate::state::State;
@@ -107,7 +108,10 @@ impl Feed {
     ) -> Vec<Round> {
         self.samples += batch.len() as u64;
         let wall = self.live.then(crate::checkpoint::wall_ms);
-        let admitted = self.admission.admit(batch, wall);
+        let mut batch = batch;
+        let into = buffers::take(batch.len());
+        let admitted = self.admission.admit_into(&mut batch, into, wall);
+        buffers::give(batch);
         let samples = self.account(admitted);
         let clock_ms = self.admission.clock_ms();
         // Partitioned input is the source's horizon, not the gate's clock.
@@ -125,7 +129,9 @@ impl Feed {
         // Split from the back so each sample moves once.
         let mut parts = Vec::new();
         for &cut in round_cuts(&batch).iter().rev() {
-            parts.push(batch.split_off(cut));
+            let mut part = buffers::take(batch.len() - cut);
+            part.extend(batch.drain(cut..));
+            parts.push(part);
         }
         parts.push(batch);
         let mut evict = std::mem::take(&mut self.evict);
@@ -144,14 +150,14 @@ impl Feed {
 
     /// History: adds `samples` to the pending round, emitting it whenever
     /// a sample opens a later [`MAX_ROUND_SPAN_MS`] bucket.
-    fn aligned(&mut self, samples: Vec<Sample>, origin_ms: Option<i64>) -> Vec<Round> {
+    fn aligned(&mut self, mut samples: Vec<Sample>, origin_ms: Option<i64>) -> Vec<Round> {
         let mut rounds = Vec::new();
-        for s in samples {
+        for s in samples.drain(..) {
             let bucket = s.ts_ms.div_euclid(MAX_ROUND_SPAN_MS);
             if !self.pending.is_empty() && bucket > self.pending_bucket {
                 // The next round is about as big: growing it from empty
                 // would copy it over and over.
-                let next = Vec::with_capacity(self.pending.len());
+                let next = buffers::take(self.pending.len());
                 let samples = std::mem::replace(&mut self.pending, next);
                 let clock = round_clock(&samples);
                 rounds.push(Round {
@@ -167,6 +173,7 @@ impl Feed {
             }
             self.pending.push(s);
         }
+        buffers::give(samples);
         rounds
     }
 

@@ -24,6 +24,7 @@
 
 mod alert_thread;
 pub mod alerting;
+pub mod buffers;
 mod feed;
 pub mod handle;
 mod parts;

@@ -18,6 +18,7 @@ use features::{GpuId, Sample};
 
 use super::alert_thread::AlertThread;
 use super::alerting::AlertStage;
+use super::buffers;
 use super::feed::{Feed, Round};
 use super::handle::{Inputs, PipelineHandle, ShardMsg, ShardOutput};
 use super::parts::{AlertSink, Summary};
@@ -80,6 +81,7 @@ fn shard_loop(
                 }
                 shard.set_silence_horizon(horizon_ms);
                 shard.process(&samples, &mut out);
+                super::buffers::give(samples);
                 out.origin_ms = origin_ms;
                 out.horizon_ms = horizon_ms;
                 out.clock_ms = clock_ms;
@@ -281,12 +283,13 @@ impl Pipeline {
         let parts: Vec<Vec<Sample>> = if n == 1 {
             vec![batch]
         } else {
-            let mut parts: Vec<Vec<Sample>> = (0..n)
-                .map(|_| Vec::with_capacity(batch.len() / n + 8))
-                .collect();
-            for s in batch {
+            let mut batch = batch;
+            let mut parts: Vec<Vec<Sample>> =
+                (0..n).map(|_| buffers::take(batch.len() / n + 8)).collect();
+            for s in batch.drain(..) {
                 parts[shard_of(&s.gpu, n)].push(s);
             }
+            buffers::give(batch);
             parts
         };
         self.inflight.fetch_add(1, Relaxed);

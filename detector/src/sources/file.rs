@@ -56,8 +56,9 @@ fn read_parquet(
     let mut r =
         TelemetryReader::open(path).with_context(|| format!("opening {}", path.display()))?;
     loop {
-        let mut batch = Vec::with_capacity(BATCH);
+        let mut batch = crate::pipeline::buffers::take(BATCH);
         if r.next_batch(&mut batch)?.is_none() {
+            crate::pipeline::buffers::give(batch);
             return Ok(());
         }
         emit(batch)?;
@@ -89,7 +90,8 @@ fn read_text(
             }
             batch.append(unit.samples);
             if batch.len() >= BATCH || (unit.last && !batch.is_empty()) {
-                emit(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))?;
+                let next = crate::pipeline::buffers::take(BATCH);
+                emit(std::mem::replace(&mut batch, next))?;
             }
             Ok(())
         })
