@@ -237,6 +237,18 @@ impl Outbox {
             .unwrap_or(0)
     }
 
+    /// How long the oldest entry waiting for a receiver has waited (by
+    /// its file's modification time); `None` when none waits or the file
+    /// cannot be read.
+    pub fn oldest_pending_age(&self, receiver: &str) -> Option<std::time::Duration> {
+        let seq = *self.queues.get(receiver)?.pending.lock().ok()?.first()?;
+        let written = fs::metadata(self.path(receiver, seq))
+            .ok()?
+            .modified()
+            .ok()?;
+        Some(written.elapsed().unwrap_or_default())
+    }
+
     fn read(&self, receiver: &str, seq: u64) -> Result<Option<Notification>, OutboxError> {
         let path = self.path(receiver, seq);
         let bytes = match fs::read(&path) {

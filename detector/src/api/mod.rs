@@ -161,8 +161,31 @@ async fn metrics(AxState(state): AxState<AppState>) -> impl IntoResponse {
         outbox: &d.outbox,
         receivers: &d.receivers,
     });
-    let text = state.metrics.render(info, sinks, &state.health.gauges());
+    let fleet = fleet_info(&state);
+    let text = state
+        .metrics
+        .render(info, sinks, &state.health.gauges(), &fleet);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// The scrape-time counts of the operator gauges: GPUs per state (one
+/// pass over the risk table) and firing alerts per severity.
+fn fleet_info(state: &AppState) -> crate::metrics::FleetInfo {
+    let mut fleet = crate::metrics::FleetInfo::default();
+    if let Err(e) = state
+        .gpus
+        .for_each(|_, v| fleet.count_state(v.latest.state.as_str()))
+    {
+        tracing::error!(error = %e, "risk table unreadable for /metrics");
+    }
+    if let Ok(view) = state.alerts.read() {
+        for e in view.active.values() {
+            if e.status == alerts::Status::Firing {
+                fleet.count_alert(e.severity.as_str());
+            }
+        }
+    }
+    fleet
 }
 
 /// This document (OpenAPI 3.1, generated from the handlers).

@@ -114,6 +114,9 @@ impl Feed {
         buffers::give(batch);
         let samples = self.account(admitted);
         let clock_ms = self.admission.clock_ms();
+        self.state
+            .metrics
+            .batch_taken(wall.unwrap_or_else(crate::checkpoint::wall_ms), clock_ms);
         // Partitioned input is the source's horizon, not the gate's clock.
         self.partitioned |= horizon_ms.is_some();
         // Silence and alert timers run on the robust clock: no minority of

@@ -10,8 +10,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 use alerts::AlertEvent;
-use prometheus::core::Collector;
-use prometheus::{HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounterVec, Opts, Registry};
+
+mod operator;
+mod page;
+pub use operator::{FleetInfo, SEVERITIES, STATES};
+pub use page::Histogram;
+use page::Page;
 
 pub const SAMPLES_IN: &str = "forewarn_samples_ingested_total";
 pub const DECODE_ERRORS: &str = "forewarn_decode_errors_total";
@@ -35,37 +40,6 @@ pub const SOURCE_PAUSES: &str = "forewarn_source_pauses_total";
 pub const COMPONENT_UP: &str = "forewarn_component_up";
 pub const KAFKA_BROKER_UP: &str = "forewarn_kafka_broker_up";
 
-/// Upper bounds (seconds) of the latency histograms: 0.5 ms to 10 s.
-const BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
-
-/// A latency histogram with the fixed [`BUCKETS`].
-#[derive(Clone)]
-pub struct Histogram(prometheus::Histogram);
-
-impl Histogram {
-    fn new(name: &str, help: &str) -> Self {
-        let opts = HistogramOpts::new(name, help).buckets(BUCKETS.to_vec());
-        // Only fails on an invalid name or buckets, both constants here.
-        let h = prometheus::Histogram::with_opts(opts)
-            .unwrap_or_else(|e| panic!("histogram {name}: {e}"));
-        Histogram(h)
-    }
-
-    pub fn observe(&self, seconds: f64) {
-        self.0.observe(seconds);
-    }
-}
-
-impl std::fmt::Debug for Histogram {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Histogram")
-            .field("count", &self.0.get_sample_count())
-            .finish()
-    }
-}
-
 #[derive(Debug)]
 pub struct Metrics {
     pub samples_in: AtomicU64,
@@ -86,6 +60,10 @@ pub struct Metrics {
     pub checkpoints: AtomicU64,
     checkpoint_bytes: AtomicU64,
     pub checkpoint_latency: Histogram,
+    /// Wall time of the newest batch the pipeline took in (0: none yet).
+    last_ingest_ms: AtomicI64,
+    /// The fleet's robust event time the pipeline reached (0: none yet).
+    event_ms: AtomicI64,
 }
 
 impl Default for Metrics {
@@ -111,6 +89,8 @@ impl Default for Metrics {
                 CHECKPOINT_SECONDS,
                 "Time to encode and write a checkpoint.",
             ),
+            last_ingest_ms: AtomicI64::new(0),
+            event_ms: AtomicI64::new(0),
         }
     }
 }
@@ -118,73 +98,6 @@ impl Default for Metrics {
 fn bump(m: &Mutex<BTreeMap<&'static str, u64>>, reason: &'static str, n: u64) {
     if let Ok(mut m) = m.lock() {
         *m.entry(reason).or_default() += n;
-    }
-}
-
-/// One scrape's registry. Registration only fails on a clash of names or
-/// an invalid one, i.e. a bug in this file: logged, and the metric left
-/// out rather than failing the scrape.
-struct Page(Registry);
-
-impl Page {
-    fn add(&self, c: impl Collector + 'static) {
-        if let Err(e) = self.0.register(Box::new(c)) {
-            tracing::error!(error = %e, "metric not registered");
-        }
-    }
-
-    fn counter(&self, name: &str, help: &str, v: u64) {
-        if let Ok(c) = IntCounter::new(name, help) {
-            c.inc_by(v);
-            self.add(c);
-        }
-    }
-
-    fn gauge(&self, name: &str, help: &str, v: i64) {
-        if let Ok(g) = IntGauge::new(name, help) {
-            g.set(v);
-            self.add(g);
-        }
-    }
-
-    /// A counter family with one label, from `(label value, count)` rows.
-    fn counters<'a>(
-        &self,
-        name: &str,
-        help: &str,
-        label: &str,
-        rows: impl IntoIterator<Item = (&'a str, u64)>,
-    ) {
-        if let Ok(c) = IntCounterVec::new(Opts::new(name, help), &[label]) {
-            for (value, n) in rows {
-                c.with_label_values(&[value]).inc_by(n);
-            }
-            self.add(c);
-        }
-    }
-
-    /// A gauge family with one label.
-    fn gauges<'a>(
-        &self,
-        name: &str,
-        help: &str,
-        label: &str,
-        rows: impl IntoIterator<Item = (&'a str, i64)>,
-    ) {
-        if let Ok(g) = IntGaugeVec::new(Opts::new(name, help), &[label]) {
-            for (value, n) in rows {
-                g.with_label_values(&[value]).set(n);
-            }
-            self.add(g);
-        }
-    }
-
-    fn text(&self) -> String {
-        let mut s = String::new();
-        if let Err(e) = prometheus::TextEncoder::new().encode_utf8(&self.0.gather(), &mut s) {
-            tracing::error!(error = %e, "encoding metrics");
-        }
-        s
     }
 }
 
@@ -247,6 +160,15 @@ impl Metrics {
         }
     }
 
+    /// The pipeline took in a batch at wall time `wall_ms`, its event
+    /// clock now at `event_ms`.
+    pub fn batch_taken(&self, wall_ms: i64, event_ms: Option<i64>) {
+        self.last_ingest_ms.store(wall_ms, Relaxed);
+        if let Some(t) = event_ms {
+            self.event_ms.store(t, Relaxed);
+        }
+    }
+
     /// The Kafka source's judgement of its brokers.
     pub fn set_kafka_broker_up(&self, up: bool) {
         self.kafka_broker_up.store(i64::from(up), Relaxed);
@@ -258,8 +180,15 @@ impl Metrics {
         model: ModelInfo<'_>,
         sinks: Option<SinkInfo<'_>>,
         components: &[(String, i64)],
+        fleet: &FleetInfo,
     ) -> String {
         let p = Page(Registry::new());
+        operator::render(
+            &p,
+            fleet,
+            self.last_ingest_ms.load(Relaxed),
+            self.event_ms.load(Relaxed),
+        );
         p.gauges(
             COMPONENT_UP,
             "1 while a component works, 0 while it is degraded (retrying a fault) or stopped; /healthz says which and why.",
@@ -391,6 +320,16 @@ fn render_sinks(p: &Page, s: SinkInfo<'_>) {
         "receiver",
         each(|st| &st.dead_lettered),
     );
+    operator::float_gauges(
+        p,
+        operator::SINK_OLDEST,
+        "Age of a receiver's oldest notification still waiting in the outbox (0 when none waits).",
+        "receiver",
+        s.receivers.iter().map(|r| {
+            let age = s.outbox.oldest_pending_age(r).unwrap_or_default();
+            (r.as_str(), age.as_secs_f64())
+        }),
+    );
     p.gauges(
         SINK_PENDING,
         "Notifications waiting in the outbox.",
@@ -400,3 +339,6 @@ fn render_sinks(p: &Page, s: SinkInfo<'_>) {
             .map(|r| (r.as_str(), gauge(s.outbox.pending(r) as u64))),
     );
 }
+
+#[cfg(test)]
+mod deploy_tests;
