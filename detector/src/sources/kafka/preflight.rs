@@ -38,8 +38,8 @@ fn fail(key: impl Into<String>, message: impl Into<String>) -> PreflightError {
 pub const MECHANISMS: [&str; 4] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
 
 /// Checks the settings and resolves their secrets into the options, so the
-/// consumer made later gets them. `prefix` names the options in errors
-/// (`source.options` for the config, `--option` for `replay`).
+/// consumer made later gets them. Errors name the config key
+/// (`source.options.<option>`, `source.secrets`).
 pub fn preflight(s: &mut KafkaSettings) -> Result<(), PreflightError> {
     resolve_secrets(&mut s.options, &std::mem::take(&mut s.secrets))?;
     check_options(&s.options, "source.options")?;
@@ -55,7 +55,8 @@ pub fn resolve_secrets(
 }
 
 /// What can be judged without librdkafka: the SASL mechanism and its
-/// credentials, and the TLS files.
+/// credentials, and the TLS files. `prefix` names the options in errors
+/// (`source.options` for the config, `--option` for `replay`).
 pub fn check_options(
     options: &BTreeMap<String, String>,
     prefix: &str,
