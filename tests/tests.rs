@@ -7,8 +7,10 @@ mod e2e {
     mod chaos;
     mod kafka;
     mod kafka_outage;
+    mod kafka_tls;
     mod scenarios;
     mod simulate;
+    mod startup;
     mod state_files;
     mod supervision;
 }

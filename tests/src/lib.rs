@@ -63,6 +63,7 @@ pub fn free_port() -> u16 {
 pub mod broker;
 pub mod receiver;
 pub mod service;
+pub mod tls;
 
 /// `GET http://127.0.0.1:<port><path>`: the body, or `None` if the server
 /// is not answering or the status is not 200.

@@ -97,11 +97,19 @@ impl Server {
         settings: &ServerSettings,
         app: Router,
     ) -> Result<Server, ServeError> {
+        let listener = bind_listener(addr).await?;
+        Server::on(listener, settings, app)
+    }
+
+    /// Serves on a listener bound earlier (`serve` binds its port before
+    /// it creates anything on disk).
+    pub fn on(
+        listener: TcpListener,
+        settings: &ServerSettings,
+        app: Router,
+    ) -> Result<Server, ServeError> {
         let tls = settings.tls.as_ref().map(tls_acceptor).transpose()?;
         raise_open_files_limit(settings.max_connections);
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })?;
         Ok(Server {
             listener,
             tls,
@@ -273,14 +281,27 @@ fn raise_open_files_limit(max_connections: usize) {
     }
 }
 
-/// Binds `addr` and serves `app` until `shutdown` (the call `serve` makes).
+/// Binds the REST port, first thing at start: a port in use must stop the
+/// service before it has created anything.
+pub async fn bind_listener(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// Serves `app` on a bound listener until `shutdown` (the call `serve`
+/// makes).
 pub async fn serve(
-    addr: SocketAddr,
+    listener: TcpListener,
     settings: &ServerSettings,
     app: Router,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let server = Server::bind(addr, settings, app).await?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        source,
+    })?;
+    let server = Server::on(listener, settings, app)?;
     let scheme = if server.is_tls() { "https" } else { "http" };
     tracing::info!(
         "forewarn serving on {scheme}://{addr} (GET /v1/gpus?sort=risk, /v1/alerts, /metrics)"

@@ -6,6 +6,13 @@
 //! (for brokers that pay per record), `--group gpu` (or `--per-gpu`) sends
 //! one sample per message. `--speed N` paces event time at N× real time
 //! (0 = as fast as the broker takes it).
+//!
+//! Brokers that do not answer are waited for with one WARN per backoff
+//! step, and given up on after `--give-up-after` (exit non-zero, naming
+//! them); a broker that refuses the TLS handshake or the credentials from
+//! the start is given up on at once. Secret options come from the
+//! environment or files (`--option-env`, `--option-file`), never needing
+//! the command line.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,10 +23,15 @@ use clap::Args;
 use features::Sample;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
+use crate::sources::kafka::produce::{Patience, WatchCtx, Watched};
+use crate::sources::kafka::{SecretRef, preflight, secrets};
 use crate::sources::{DeadLetters, file};
 use crate::state::SharedState;
+
+/// The producer, with the context that watches its brokers.
+type Prod = ThreadedProducer<WatchCtx>;
 
 /// How samples are packed into messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -57,6 +69,69 @@ pub struct ReplayArgs {
     /// Extra librdkafka producer options, `key=value` (repeatable).
     #[arg(long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
+    /// A librdkafka option whose value is an environment variable's, e.g.
+    /// `sasl.password=KAFKA_PASSWORD` (repeatable).
+    #[arg(long = "option-env", value_name = "KEY=VARIABLE")]
+    pub option_env: Vec<String>,
+    /// A librdkafka option whose value is a file's content (trimmed), e.g.
+    /// `sasl.password=/run/secrets/kafka` (repeatable).
+    #[arg(long = "option-file", value_name = "KEY=PATH")]
+    pub option_file: Vec<String>,
+    /// Give up (exit non-zero) when no broker has answered for this long,
+    /// e.g. `30s`, `2m`; `0` waits forever.
+    #[arg(long, default_value = "2m", value_parser = parse_give_up)]
+    pub give_up_after: Duration,
+}
+
+fn parse_give_up(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    alerts::time::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// `key=value` of `--option` and its kin.
+fn pair<'a>(flag: &str, o: &'a str) -> anyhow::Result<(&'a str, &'a str)> {
+    o.split_once('=')
+        .map(|(k, v)| (k.trim(), v))
+        .with_context(|| format!("{flag} {:?} is not key=value", secrets::shown(o, o)))
+}
+
+/// The producer's options, secrets resolved, files checked.
+fn producer_config(args: &ReplayArgs) -> anyhow::Result<(ClientConfig, BTreeMap<String, String>)> {
+    let mut options = BTreeMap::new();
+    for o in &args.options {
+        let (k, v) = pair("--option", o)?;
+        options.insert(k.to_owned(), v.to_owned());
+    }
+    let mut given = BTreeMap::new();
+    for o in &args.option_env {
+        let (k, v) = pair("--option-env", o)?;
+        given.insert(k.to_owned(), SecretRef::Env { env: v.to_owned() });
+    }
+    for o in &args.option_file {
+        let (k, v) = pair("--option-file", o)?;
+        given.insert(k.to_owned(), SecretRef::File { file: v.into() });
+    }
+    secrets::resolve_into(&mut options, &given).map_err(|e| anyhow::anyhow!("{e}"))?;
+    preflight::check_options(&options, "--option").map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut cfg = ClientConfig::new();
+    // Messages wait out an outage as long as we do: giving up is decided
+    // by broker contact, not by each message's own expiry.
+    let expiry = if args.give_up_after.is_zero() {
+        0
+    } else {
+        (args.give_up_after + Duration::from_secs(60)).as_millis()
+    };
+    cfg.set("bootstrap.servers", &args.brokers)
+        .set("linger.ms", "5")
+        .set("queue.buffering.max.messages", "200000")
+        .set("message.timeout.ms", expiry.to_string())
+        .set("statistics.interval.ms", "1000");
+    for (k, v) in &options {
+        cfg.set(k, v);
+    }
+    Ok((cfg, options))
 }
 
 pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
@@ -64,19 +139,19 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         args.speed >= 0.0 && args.speed.is_finite(),
         "--speed must be a finite number >= 0"
     );
-    let mut cfg = ClientConfig::new();
-    cfg.set("bootstrap.servers", &args.brokers)
-        .set("linger.ms", "5")
-        .set("queue.buffering.max.messages", "200000")
-        .set("message.timeout.ms", "60000");
-    for o in &args.options {
-        let (k, v) = o
-            .split_once('=')
-            .with_context(|| format!("--option {o:?} is not key=value"))?;
-        cfg.set(k, v);
-    }
-    let producer: ThreadedProducer<DefaultProducerContext> =
-        cfg.create().context("creating the Kafka producer")?;
+    let (cfg, options) = producer_config(args)?;
+    let watched = std::sync::Arc::new(Watched::default());
+    let producer: Prod = cfg
+        .create_with_context(WatchCtx(watched.clone()))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "creating the Kafka producer: {}",
+                secrets::scrub(&e.to_string(), &options)
+            )
+        })?;
+    let give_up = (!args.give_up_after.is_zero()).then_some(args.give_up_after);
+    let mut patience = Patience::new(&args.brokers, give_up);
+    let mut last_check = Instant::now();
     let state = SharedState::new();
     let mut dead = DeadLetters::open(None)?;
     let progress = crate::progress::counter("samples produced");
@@ -116,17 +191,32 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
                     .as_str(),
                 None => &group[0].gpu,
             };
-            send(&producer, &args.topic, key.as_bytes(), &buf)?;
+            send(&producer, &args.topic, key.as_bytes(), &buf, &mut || {
+                if last_check.elapsed() < CHECK_EVERY {
+                    return Ok(());
+                }
+                last_check = Instant::now();
+                patience.check(&watched).map_err(|e| anyhow::anyhow!(e))
+            })?;
             messages += 1;
             samples += group.len() as u64;
             progress.set_position(samples);
         }
         Ok(())
     })?;
-    producer
-        .flush(Duration::from_secs(60))
-        .context("flushing the producer (is the broker up?)")?;
+    while producer.in_flight_count() > 0 {
+        // Times out while the brokers are away; patience decides.
+        let _ = producer.flush(CHECK_EVERY);
+        patience.check(&watched).map_err(|e| anyhow::anyhow!(e))?;
+    }
     progress.finish_and_clear();
+    let (failed, why) = watched.failed();
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} of {messages} messages were not delivered to {} (first: {})",
+        args.brokers,
+        why.as_deref().unwrap_or("unknown")
+    );
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "produced {samples} samples in {messages} messages to {} in {secs:.1} s ({:.0} samples/s); {} undecodable records skipped",
@@ -137,17 +227,22 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sends, waiting while the local queue is full.
+/// How often broker contact is looked at while producing.
+const CHECK_EVERY: Duration = Duration::from_millis(200);
+
+/// Sends, waiting while the local queue is full; `check` may give up.
 fn send(
-    p: &ThreadedProducer<DefaultProducerContext>,
+    p: &Prod,
     topic: &str,
     key: &[u8],
     payload: &[u8],
+    check: &mut dyn FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let mut rec = BaseRecord::<[u8], [u8]>::to(topic)
         .key(key)
         .payload(payload);
     loop {
+        check()?;
         match p.send(rec) {
             Ok(()) => return Ok(()),
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::duration::{self, ConfigDuration, Spelled};
 use super::error::{ConfigError, err};
-use crate::sources::kafka::KafkaSettings;
+use crate::sources::kafka::{KafkaSettings, SecretRef};
 
 /// The `[source]` table as written.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -88,8 +88,9 @@ impl Default for SimulatorSource {
     }
 }
 
-/// `type = "kafka"`: a consumer group on one or more topics.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `type = "kafka"`: a consumer group on one or more topics. `Debug`
+/// shows secret option values redacted (a password given inline too).
+#[derive(Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSource {
     /// Bootstrap brokers, `host:port[,host:port]` (required; checked in
@@ -107,12 +108,35 @@ pub struct KafkaSource {
     /// `{ "security.protocol" = "SASL_SSL" }`.
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+    /// librdkafka options whose values come from an environment variable
+    /// or a file, read when `serve` starts: `"sasl.password" = { env =
+    /// "KAFKA_PASSWORD" }` or `{ file = "/run/secrets/kafka" }` (trimmed).
+    #[serde(default)]
+    pub secrets: BTreeMap<String, SecretRef>,
     /// `/readyz` answers ready once total consumer lag is at most this
     /// many messages.
     #[serde(default = "default_ready_lag")]
     pub ready_lag: u64,
     /// Undecodable input goes here (JSON lines with the reason).
     pub dead_letter_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("brokers", &self.brokers)
+            .field("topics", &self.topics)
+            .field("group_id", &self.group_id)
+            .field("dead_letter_topic", &self.dead_letter_topic)
+            .field(
+                "options",
+                &crate::sources::kafka::secrets::redacted(&self.options),
+            )
+            .field("secrets", &self.secrets)
+            .field("ready_lag", &self.ready_lag)
+            .field("dead_letter_file", &self.dead_letter_file)
+            .finish()
+    }
 }
 
 /// `telemetry`: the topic `forewarn replay` produces to by default.
@@ -291,11 +315,18 @@ impl KafkaSource {
             }
         }
         refuse_incremental_rebalance(&self.options)?;
+        if let Some(k) = self.secrets.keys().find(|k| self.options.contains_key(*k)) {
+            return Err(err(
+                &key(&format!("secrets.{k}")),
+                "also given in source.options: keep one (the secret)",
+            ));
+        }
         Ok(SourceKind::Kafka(KafkaSettings {
             brokers,
             topics: self.topics.clone(),
             group_id: self.group_id.clone(),
             options: self.options.clone(),
+            secrets: self.secrets.clone(),
             dead_letter_topic: self.dead_letter_topic.clone(),
             ready_lag,
         }))
@@ -346,9 +377,65 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
                 .collect(),
+            secrets: BTreeMap::new(),
             ready_lag: default_ready_lag(),
             dead_letter_file: None,
         }
+    }
+
+    #[test]
+    fn inline_secrets_are_redacted_in_debug_output() {
+        let k = kafka(&[("sasl.password", "hunter2"), ("sasl.username", "ops")]);
+        let shown = format!("{k:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("ops"),
+            "{shown}"
+        );
+        let SourceKind::Kafka(s) = k.validate().expect("valid") else {
+            panic!("not kafka");
+        };
+        let shown = format!("{s:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("ops"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn secrets_name_an_environment_variable_or_a_file() {
+        let k: KafkaSource = toml::from_str(
+            "brokers = \"b:9093\"\n[secrets]\n\"sasl.password\" = { env = \"KAFKA_PASSWORD\" }\n\"ssl.key.password\" = { file = \"/run/secrets/k\" }\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            k.secrets["sasl.password"],
+            SecretRef::Env {
+                env: "KAFKA_PASSWORD".into()
+            }
+        );
+        assert_eq!(
+            k.secrets["ssl.key.password"],
+            SecretRef::File {
+                file: "/run/secrets/k".into()
+            }
+        );
+        assert!(
+            toml::from_str::<KafkaSource>("[secrets]\n\"sasl.password\" = \"inline\"\n").is_err(),
+            "a secret is a reference, never the value"
+        );
+    }
+
+    #[test]
+    fn an_option_given_inline_and_as_a_secret_is_refused() {
+        let mut k = kafka(&[("sasl.password", "x")]);
+        k.secrets.insert(
+            "sasl.password".into(),
+            SecretRef::Env {
+                env: "KAFKA_PASSWORD".into(),
+            },
+        );
+        let e = k.validate().expect_err("twice");
+        assert_eq!(e.key, "source.secrets.sasl.password");
     }
 
     #[test]

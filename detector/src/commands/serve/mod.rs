@@ -103,7 +103,16 @@ pub(super) fn router_snapshot(r: &AlertRouter) -> anyhow::Result<Vec<u8>> {
     crate::checkpoint::to_cbor(&r.snapshot(), "the alert router")
 }
 
-async fn serve(cfg: Config) -> anyhow::Result<()> {
+async fn serve(mut cfg: Config) -> anyhow::Result<()> {
+    // The REST port, then the source's own check, before anything else:
+    // either failing stops the service before it has created anything on
+    // disk (outbox, checkpoints, exports, dead letters, locks).
+    let listener = crate::api::server::bind_listener(cfg.listen)
+        .await
+        .context("binding the REST port")?;
+    if let SourceKind::Kafka(k) = &mut cfg.source {
+        kafka::preflight(k).context("checking the Kafka source")?;
+    }
     let admin = Admin::from_env(
         &cfg.token_env,
         cfg.read_token_env.as_deref(),
@@ -228,7 +237,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
 
     state.health.register(REST, true);
     let served =
-        crate::api::server::serve(cfg.listen, &cfg.api, crate::api::app(app), shutdown.clone())
+        crate::api::server::serve(listener, &cfg.api, crate::api::app(app), shutdown.clone())
             .await
             .context("serving REST");
     if let Err(e) = &served {

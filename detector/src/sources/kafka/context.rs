@@ -123,6 +123,11 @@ impl ClientContext for Ctx {
         if fac == "FAIL" {
             tracing::debug!(target: "librdkafka", "librdkafka: {fac} {message}");
             self.shared.connection_error(message);
+            if is_refusal_text(message)
+                && let Ok(mut r) = self.shared.reach.lock()
+            {
+                r.refused = Some(message.to_owned());
+            }
             return;
         }
         match level {
@@ -166,14 +171,25 @@ impl ClientContext for Ctx {
 /// A lost or refused broker connection: librdkafka reports these as
 /// global errors and as consumer errors from `poll`, at every reconnect
 /// attempt while a broker is away.
-pub(super) fn is_connection_error(error: &KafkaError) -> bool {
+pub(crate) fn is_connection_error(error: &KafkaError) -> bool {
+    is_refusal(error)
+        || matches!(
+            error.rdkafka_error_code(),
+            Some(
+                RDKafkaErrorCode::AllBrokersDown
+                    | RDKafkaErrorCode::BrokerTransportFailure
+                    | RDKafkaErrorCode::Resolve
+            )
+        )
+}
+
+/// A broker that refuses us: a failed TLS handshake (a CA that did not
+/// sign its certificate, a plaintext port) or refused SASL credentials.
+/// librdkafka retries these like a lost connection.
+pub(crate) fn is_refusal(error: &KafkaError) -> bool {
     matches!(
         error.rdkafka_error_code(),
-        Some(
-            RDKafkaErrorCode::AllBrokersDown
-                | RDKafkaErrorCode::BrokerTransportFailure
-                | RDKafkaErrorCode::Resolve
-        )
+        Some(RDKafkaErrorCode::SSL | RDKafkaErrorCode::Authentication)
     )
 }
 
@@ -188,11 +204,39 @@ impl Shared {
     }
 }
 
+/// librdkafka's account of a failed connection that is a refusal (its
+/// error code reaches a consumer only through `poll`, after the log line).
+pub(crate) fn is_refusal_text(message: &str) -> bool {
+    message.contains("SSL handshake failed") || message.contains("SASL authentication error")
+}
+
+impl Shared {
+    /// Keeps a TLS or SASL refusal (a consumer gets them from `poll`, not
+    /// through the error callback), with librdkafka's fuller account of
+    /// it from the connection failure it logged just before.
+    pub(super) fn note_refusal(&self, error: &KafkaError) {
+        if is_refusal(error)
+            && let Ok(mut r) = self.reach.lock()
+        {
+            r.refused = Some(r.last_error.clone().unwrap_or_else(|| error.to_string()));
+        }
+    }
+}
+
 impl Ctx {
     /// librdkafka's global errors. Losing the brokers is reported once per
     /// outage by the poll loop ([`super::health`]), so connection errors
     /// are kept for that report and logged at debug only.
     fn on_error(&self, error: &KafkaError, reason: &str) {
+        if is_refusal(error)
+            && let Ok(mut r) = self.shared.reach.lock()
+        {
+            r.refused = Some(if reason.is_empty() {
+                error.to_string()
+            } else {
+                reason.to_owned()
+            });
+        }
         if is_connection_error(error) {
             tracing::debug!(error = %error, reason, "Kafka connection error");
         } else {
@@ -331,6 +375,7 @@ mod tests {
             topics: vec!["telemetry".into()],
             group_id: "forewarn-test".into(),
             options: BTreeMap::new(),
+            secrets: BTreeMap::new(),
             dead_letter_topic: None,
             ready_lag: 0,
         };

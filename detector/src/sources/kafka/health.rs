@@ -21,12 +21,12 @@ pub(super) const RX_FRESH: Duration = Duration::from_secs(10);
 /// No broker answering for this long marks the brokers unreachable: long
 /// enough to ride out a reconnect, short enough that `/readyz` says so
 /// within a few seconds of a stopped broker (statistics come every second).
-pub(super) const DOWN_AFTER: Duration = Duration::from_secs(3);
+pub(crate) const DOWN_AFTER: Duration = Duration::from_secs(3);
 
 /// What the statistics say about broker contact, in librdkafka's clock
 /// (microseconds).
 #[derive(Debug, Default)]
-pub(super) struct Reachability {
+pub(crate) struct Reachability {
     /// The newest statistics' time.
     latest_us: Option<i64>,
     /// The newest statistics' time at which some broker answered.
@@ -35,14 +35,18 @@ pub(super) struct Reachability {
     first_us: Option<i64>,
     /// The newest connection error librdkafka reported (it names the
     /// broker and the cause, e.g. `Connection refused`).
-    pub(super) last_error: Option<String>,
+    pub(crate) last_error: Option<String>,
+    /// The newest TLS or authentication failure (a wrong CA, a refused
+    /// password): unlike a broker that is away, one that refuses us will
+    /// not come round by itself.
+    pub(crate) refused: Option<String>,
 }
 
 impl Reachability {
     /// One statistics snapshot: its time and each broker connection's
     /// state and receive idle time (µs; -1 before the connection's first
     /// receive).
-    pub(super) fn observe<'a>(
+    pub(crate) fn observe<'a>(
         &mut self,
         ts_us: i64,
         brokers: impl IntoIterator<Item = (&'a str, i64)>,
@@ -58,9 +62,20 @@ impl Reachability {
         }
     }
 
+    /// A TLS or authentication failure while no broker has ever
+    /// answered, for [`DOWN_AFTER`]: the configuration is wrong (a broker
+    /// that answered once and refuses later is an outage like any other).
+    pub(crate) fn refused_from_the_start(&self) -> Option<&str> {
+        if self.contact_us.is_some() {
+            return None;
+        }
+        self.silent_for()?;
+        self.refused.as_deref()
+    }
+
     /// How long no broker has answered, once that is at least
     /// [`DOWN_AFTER`]; `None` while one does (or before any statistics).
-    pub(super) fn silent_for(&self) -> Option<Duration> {
+    pub(crate) fn silent_for(&self) -> Option<Duration> {
         let latest = self.latest_us?;
         let since = self.contact_us.or(self.first_us)?;
         let silent =
@@ -158,6 +173,19 @@ mod tests {
         r.observe(7 * S, [("CONNECT", -1)]);
         r.observe(10 * S, [("TRY_CONNECT", -1)]);
         assert_eq!(r.silent_for(), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn a_refusal_is_fatal_only_before_any_broker_answered() {
+        let mut r = Reachability::default();
+        r.observe(0, [("CONNECT", -1)]);
+        r.refused = Some("SSL handshake failed".into());
+        assert_eq!(r.refused_from_the_start(), None, "not yet for long");
+        r.observe(4 * S, [("CONNECT", -1)]);
+        assert_eq!(r.refused_from_the_start(), Some("SSL handshake failed"));
+        r.observe(5 * S, [("UP", 1_000)]);
+        r.observe(20 * S, [("CONNECT", -1)]);
+        assert_eq!(r.refused_from_the_start(), None, "answered once: an outage");
     }
 
     #[test]

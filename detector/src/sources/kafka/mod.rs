@@ -37,15 +37,22 @@
 //! shared with librdkafka's callbacks, rebalance, commits), [`consumer`]
 //! (resume points, the batch, one message's decoding), [`lag`] (pacing and
 //! lag on a timer), [`health`] (broker contact), [`pacing`] (the pacing
-//! decision), and here the poll loop.
+//! decision), [`secrets`] (secret options and their redaction),
+//! [`preflight`] (the start-up check), [`produce`] (a producer that
+//! watches its brokers, for `replay`), and here the poll loop.
 mod consumer;
 mod context;
-mod health;
+pub(crate) mod health;
 mod lag;
 mod pacing;
+pub mod preflight;
+pub mod produce;
+pub mod secrets;
 mod settings;
 
 pub(crate) use consumer::{Record, decode_record};
+pub use preflight::{PreflightError, preflight};
+pub use secrets::SecretRef;
 pub use settings::{CheckpointPolicy, KafkaSettings, client_config};
 
 use std::sync::Arc;
@@ -129,6 +136,7 @@ pub fn run(
             Some(Ok(_)) | None => {}
             // Reported once per outage by the readiness check.
             Some(Err(e)) if context::is_connection_error(&e) => {
+                src.shared.note_refusal(&e);
                 tracing::debug!(error = %e, "Kafka consumer error");
             }
             Some(Err(e)) => tracing::warn!(error = %e, "Kafka consumer error"),
@@ -141,6 +149,7 @@ pub fn run(
         }
         if last_lag.elapsed() >= Duration::from_secs(1) {
             last_lag = Instant::now();
+            src.refused_from_the_start(settings)?;
             lag::report_lag(
                 &src.shared,
                 state,
@@ -198,6 +207,24 @@ impl<'a> Source<'a> {
             total: 0,
         };
         Ok((src, consumer))
+    }
+
+    /// Stops the source when the brokers have refused the TLS handshake
+    /// or the credentials since the start, with no broker ever answering:
+    /// that is a configuration to fix (the CA, the certificates, the
+    /// `sasl.*` options), and a service that keeps retrying it would only
+    /// look alive. Once a broker has answered, a refusal is an outage
+    /// like any other (readiness says so; librdkafka keeps retrying).
+    fn refused_from_the_start(&self, settings: &KafkaSettings) -> anyhow::Result<()> {
+        if let Ok(r) = self.shared.reach.lock()
+            && let Some(why) = r.refused_from_the_start()
+        {
+            anyhow::bail!(
+                "the Kafka brokers {} refused the connection and none has answered since the start: {why} (check security.protocol, ssl.ca.location, the client certificate and the sasl.* options)",
+                settings.brokers
+            );
+        }
+        Ok(())
     }
 
     /// A short stall (a checkpoint, a Parquet roll, a slow batch) is waited

@@ -1,6 +1,8 @@
 //! The Kafka source's settings and the librdkafka client options built from
 //! them: the consumer's (ours first, the operator's win) and the
-//! dead-letter producer's.
+//! dead-letter producer's. Secret option values are resolved into the
+//! options at start ([`super::preflight`]) and never printed: `Debug`
+//! shows them redacted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,16 +11,35 @@ use anyhow::Context;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
 
+use super::secrets::{self, SecretRef};
 use crate::checkpoint::Offsets;
 
+impl std::fmt::Debug for KafkaSettings {
+    /// Secret option values (however given) are shown redacted.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSettings")
+            .field("brokers", &self.brokers)
+            .field("topics", &self.topics)
+            .field("group_id", &self.group_id)
+            .field("options", &secrets::redacted(&self.options))
+            .field("secrets", &self.secrets)
+            .field("dead_letter_topic", &self.dead_letter_topic)
+            .field("ready_lag", &self.ready_lag)
+            .finish()
+    }
+}
+
 /// Kafka settings (validated config).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct KafkaSettings {
     pub brokers: String,
     pub topics: Vec<String>,
     pub group_id: String,
     /// librdkafka client options passed through (SASL, TLS, tuning).
     pub options: BTreeMap<String, String>,
+    /// Options whose values come from the environment or a file; moved
+    /// into `options` by [`super::preflight`] when the service starts.
+    pub secrets: BTreeMap<String, SecretRef>,
     pub dead_letter_topic: Option<String>,
     /// Ready once total lag (messages) is at most this.
     pub ready_lag: i64,
