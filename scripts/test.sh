@@ -16,6 +16,8 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 # The Kafka end-to-end test runs against tansu; here it must not skip.
 scripts/broker.sh install
+# TLS in front of the broker for the secure-Kafka test (stunnel, openssl).
+scripts/tls.sh install
 export FOREWARN_REQUIRE_BROKER=1
 
 # The end-to-end tests run the real `forewarn` binary. `cargo test` builds
@@ -24,6 +26,10 @@ export FOREWARN_REQUIRE_BROKER=1
 # fresh machine has none and a warm one tests a stale one.
 echo "== cargo build -p detector --bin forewarn"
 cargo build -p detector --bin forewarn
+
+# The alerting rules and dashboard in deploy/ through promtool (installs
+# Debian's prometheus package for it when missing).
+scripts/deploy-check.sh
 
 echo "== cargo test --workspace"
 cargo test --workspace --no-fail-fast
