@@ -253,13 +253,14 @@ impl Silence {
     }
 
     /// Pending, active or expired at `now_ms`.
+    /// Ended first: a pending silence expired early ends before it starts.
     pub fn state(&self, now_ms: i64) -> SilenceState {
-        if now_ms < self.starts_at_ms {
-            SilenceState::Pending
-        } else if now_ms < self.ends_at_ms {
-            SilenceState::Active
-        } else {
+        if now_ms >= self.ends_at_ms {
             SilenceState::Expired
+        } else if now_ms < self.starts_at_ms {
+            SilenceState::Pending
+        } else {
+            SilenceState::Active
         }
     }
 
