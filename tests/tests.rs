@@ -3,6 +3,7 @@
 
 /// `forewarn simulate` → files → `forewarn backtest` → alert contract lines.
 mod e2e {
+    mod alertmanager;
     mod backtest;
     mod chaos;
     mod kafka;
