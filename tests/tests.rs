@@ -9,6 +9,7 @@ mod e2e {
     mod kafka;
     mod kafka_outage;
     mod scenarios;
+    mod scrape_files;
     mod simulate;
     mod state_files;
     mod supervision;
