@@ -274,7 +274,7 @@ impl FileReader {
             Some(ts) => Some((ts, TimeFrom::Flag)),
             None => own_time(path),
         };
-        let (ts, from) = time.unwrap_or((0, TimeFrom::ReadTime));
+        let (ts, from) = time.unwrap_or((crate::checkpoint::wall_ms(), TimeFrom::ReadTime));
         self.decoder.set_scrape_time(ts);
         let mut scrape = ScrapeSeen::default();
         let decoder = &mut self.decoder;
@@ -330,11 +330,12 @@ struct ScrapeSeen {
 
 /// The error of a whole-file unit in a format forewarn refuses.
 pub fn refusal(unit: &Decoded<'_>) -> Option<anyhow::Error> {
-    let Position::File { file } = unit.position else {
+    let Position::File { .. } = unit.position else {
         return None;
     };
     unit.errors.iter().find_map(|e| match e {
-        DecodeError::Unsupported { .. } => Some(anyhow::anyhow!("refusing {file}: {e}")),
+        // The read's context names the file.
+        DecodeError::Unsupported { .. } => Some(anyhow::anyhow!("{e}")),
         _ => None,
     })
 }
