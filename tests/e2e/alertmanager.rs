@@ -118,6 +118,16 @@ fn amtool_adds_queries_and_expires_silences_in_event_time() {
         "{simple}"
     );
 
+    // Update (same matchers, same start): in place, the id kept.
+    amtool_ok(
+        &url,
+        Some(&auth),
+        &["silence", "update", &active, "--comment=reseat, take 2"],
+    );
+    let updated = silences_json(&url, &["rack=r01"]);
+    assert_eq!(updated[0]["id"], active.as_str(), "{updated:?}");
+    assert_eq!(updated[0]["comment"], "reseat, take 2");
+
     // Expire: gone from the default (unexpired) list, shown as expired.
     amtool_ok(&url, Some(&auth), &["silence", "expire", &active]);
     let left = silences_json(&url, &[]);
