@@ -3,12 +3,14 @@
 
 /// `forewarn simulate` → files → `forewarn backtest` → alert contract lines.
 mod e2e {
+    mod alertmanager;
     mod backtest;
     mod chaos;
     mod kafka;
     mod kafka_outage;
     mod kafka_tls;
     mod scenarios;
+    mod scrape_files;
     mod simulate;
     mod startup;
     mod state_files;

@@ -149,6 +149,11 @@ impl Matcher {
         }
     }
 
+    /// The label (or pseudo-label) name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Whether the alert satisfies this matcher.
     pub fn matches(&self, alert: &AlertEvent) -> bool {
         self.matches_value(alert.field(&self.name).unwrap_or(""))

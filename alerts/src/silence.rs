@@ -253,13 +253,14 @@ impl Silence {
     }
 
     /// Pending, active or expired at `now_ms`.
+    /// Ended first: a pending silence expired early ends before it starts.
     pub fn state(&self, now_ms: i64) -> SilenceState {
-        if now_ms < self.starts_at_ms {
-            SilenceState::Pending
-        } else if now_ms < self.ends_at_ms {
-            SilenceState::Active
-        } else {
+        if now_ms >= self.ends_at_ms {
             SilenceState::Expired
+        } else if now_ms < self.starts_at_ms {
+            SilenceState::Pending
+        } else {
+            SilenceState::Active
         }
     }
 
@@ -268,9 +269,19 @@ impl Silence {
         self.starts_at_ms <= now_ms && now_ms < self.ends_at_ms
     }
 
-    /// Whether the silence mutes `alert` at `now_ms`.
+    /// Whether the silence mutes `alert` at `now_ms`. `alertname` (what
+    /// Alertmanager clients such as `amtool silence add NAME` match on, and
+    /// what the Alertmanager receiver sends as the kind) is the alert's
+    /// kind unless the alert has a label of that name.
     pub fn mutes(&self, alert: &AlertEvent, now_ms: i64) -> bool {
-        self.active_at(now_ms) && matcher::all_match(&self.matchers, alert)
+        self.active_at(now_ms)
+            && self.matchers.iter().all(|m| {
+                if m.name() == "alertname" && !alert.labels.contains_key("alertname") {
+                    m.matches_value(&alert.kind)
+                } else {
+                    m.matches(alert)
+                }
+            })
     }
 }
 
@@ -359,6 +370,40 @@ mod tests {
         let no_eq = GOOD.replace(r#","isEqual":true"#, "");
         let s2 = Silence::from_json(&no_eq, "s1".into()).expect("valid");
         assert_eq!(s2, s);
+    }
+
+    #[test]
+    fn alertname_is_the_kind_for_alertmanager_clients() {
+        use crate::alert::{Scope, Severity, Status};
+        let mut a = AlertEvent {
+            ts: 0,
+            status: Status::Firing,
+            severity: Severity::Critical,
+            kind: "thermal".into(),
+            scope: Scope::Gpu,
+            labels: [("rack".to_owned(), "r1".to_owned())].into(),
+            dedup_key: "k".into(),
+            summary: String::new(),
+            risk: 1.0,
+            eta_hours: None,
+            reasons: vec![],
+        };
+        let body = GOOD
+            .replace(
+                r#""name":"host","value":"node-1""#,
+                r#""name":"alertname","value":"thermal""#,
+            )
+            .replace(
+                r#""name":"kind","value":"xid_.*","isRegex":true,"isEqual":false"#,
+                r#""name":"rack","value":"r1","isRegex":false,"isEqual":true"#,
+            );
+        let s = Silence::from_json(&body, "s".into()).expect("valid");
+        let t = s.starts_at_ms;
+        assert!(s.mutes(&a, t));
+        a.kind = "power".into();
+        assert!(!s.mutes(&a, t));
+        a.labels.insert("alertname".into(), "thermal".into());
+        assert!(s.mutes(&a, t), "a label of that name wins");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::assess::Assessment;
@@ -129,6 +129,9 @@ pub struct SharedState {
     pub ready: AtomicBool,
     /// Silences known to the alert engine (published on every change).
     pub silences: RwLock<Vec<alerts::Silence>>,
+    /// The alert engine's clock (event time, epoch ms; `i64::MIN` before
+    /// the first sample): what "now" is for silences.
+    clock_ms: AtomicI64,
     /// The failure model in use and its reload history.
     pub model: RwLock<ModelStatus>,
     /// Each long-lived component's health (`/healthz`, `/readyz`).
@@ -145,6 +148,7 @@ impl SharedState {
             metrics: Metrics::default(),
             ready: AtomicBool::new(false),
             silences: RwLock::new(Vec::new()),
+            clock_ms: AtomicI64::new(i64::MIN),
             model: RwLock::new(ModelStatus::builtin()),
             health: crate::health::Health::default(),
         })
@@ -154,6 +158,20 @@ impl SharedState {
     pub fn set_silences(&self, list: Vec<alerts::Silence>) {
         if let Ok(mut s) = self.silences.write() {
             *s = list;
+        }
+    }
+
+    /// Publishes the alert engine's clock.
+    pub fn set_clock(&self, ms: i64) {
+        self.clock_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// "Now" for silences: the alert engine's event time, or the wall
+    /// clock before any sample (a service that has seen no data yet).
+    pub fn event_now_ms(&self) -> i64 {
+        match self.clock_ms.load(Ordering::Relaxed) {
+            i64::MIN => crate::checkpoint::wall_ms(),
+            ms => ms,
         }
     }
 

@@ -50,6 +50,13 @@ pub enum DecodeError {
     },
     #[error("{len} bytes, over the limit of {max} for one message or line")]
     TooLarge { len: usize, max: usize },
+    /// A recognised format forewarn does not decode (`nvidia-smi -q`
+    /// output); `instead` says what to give it.
+    #[error("this is {format}, which forewarn does not decode: {instead}")]
+    Unsupported {
+        format: &'static str,
+        instead: &'static str,
+    },
 }
 
 impl DecodeError {
@@ -67,6 +74,7 @@ impl DecodeError {
             DecodeError::Empty => "empty",
             DecodeError::TooLong { .. } => "too_long",
             DecodeError::TooLarge { .. } => "too_large",
+            DecodeError::Unsupported { .. } => "unsupported_format",
         }
     }
 }

@@ -198,3 +198,28 @@ fn nvidia_smi_a_capture_has_no_csv_and_is_not_mistaken_for_one() {
     prom::decode_into(text.as_bytes(), 0, &mut out);
     assert!(out.samples.is_empty());
 }
+
+/// A whole capture file is recognised: its two `--query-gpu` rows (idle,
+/// load) decode with the file's line numbers, everything else is skipped;
+/// an `nvidia-smi -q` report is refused saying what to run instead.
+#[test]
+fn nvidia_smi_captures_decode_their_csv_and_reports_are_refused() {
+    for file in [
+        "nvidia-smi/h100-80gb-hbm3-590.48.01.txt",
+        "nvidia-smi/h200-590.48.01.txt",
+    ] {
+        let text = fixture(file);
+        assert_eq!(sniff(text.as_bytes()), Some(Encoding::NvidiaSmiCapture));
+        let out = decode::decode(text.as_bytes(), 0);
+        assert!(out.errors.is_empty(), "{file}: {:?}", out.errors);
+        assert_eq!(out.samples.len(), 2, "{file}: idle and load");
+        assert!(out.samples[0].ts_ms < out.samples[1].ts_ms);
+    }
+    let report = fixture("nvidia-smi/h100-80gb-hbm3-560.35.03-full.txt");
+    assert_eq!(sniff(report.as_bytes()), Some(Encoding::NvidiaSmiQuery));
+    let out = decode::decode(report.as_bytes(), 0);
+    assert!(out.samples.is_empty());
+    assert_eq!(out.errors.len(), 1);
+    assert_eq!(out.errors[0].reason(), "unsupported_format");
+    assert!(out.errors[0].to_string().contains("--query-gpu="));
+}

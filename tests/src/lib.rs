@@ -60,6 +60,7 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+pub mod alertmanager;
 pub mod broker;
 pub mod receiver;
 pub mod service;

@@ -1,5 +1,6 @@
 //! The endpoints that change things: silences (`GET / POST / DELETE
-//! /v1/silences`) and operator labels (`POST /v1/labels`). Changes need
+//! /v1/silences`; Alertmanager's `/api/v2/silences` are in
+//! [`super::am_silences`]) and operator labels (`POST /v1/labels`). Changes need
 //! `Authorization: Bearer <token>` (the token comes from the environment
 //! variable `api.token_env` names); with no token configured they are
 //! refused. Reads need no token unless `api.read_token_env` sets one. The
@@ -28,7 +29,7 @@ use super::app_state::AppState;
 use super::error::ApiError;
 use crate::pipeline::{Command, ControlError};
 
-async fn command(state: &AppState, cmd: Command) -> Result<Value, ApiError> {
+pub(super) async fn command(state: &AppState, cmd: Command) -> Result<Value, ApiError> {
     let Some(handle) = state.pipeline.clone() else {
         return Err(ApiError::Unavailable("the pipeline is not running".into()));
     };
@@ -43,14 +44,15 @@ async fn command(state: &AppState, cmd: Command) -> Result<Value, ApiError> {
 }
 
 /// `GET /v1/silences`: silences known to the alert engine (API-added and
-/// from the config), with whether each is active now.
+/// from the config), with whether each is active now: at the alert
+/// engine's clock (event time), as `/api/v2/silences` computes its state.
 #[utoipa::path(get, path = "/v1/silences", responses((status = 200, description = "{total, items}")))]
 pub async fn list_silences(AxState(state): AxState<AppState>) -> Result<Json<Value>, ApiError> {
     let list = state
         .silences
         .read()
         .map_err(|_| ApiError::Internal("silence lock poisoned".into()))?;
-    let now = crate::checkpoint::wall_ms();
+    let now = state.event_now_ms();
     let items: Vec<Value> = list
         .iter()
         .map(|s| {

@@ -12,6 +12,7 @@
 //! outbox's delivery counters, the admin settings).
 
 mod admin;
+mod am_silences;
 mod app_state;
 mod error;
 mod gpus;
@@ -77,6 +78,8 @@ fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(gpus::alerts))
         .routes(routes!(admin::list_silences, admin::add_silence))
         .routes(routes!(admin::expire_silence))
+        .routes(routes!(am_silences::list, am_silences::post))
+        .routes(routes!(am_silences::get_one, am_silences::delete))
         .routes(routes!(admin::add_labels))
         .routes(routes!(admin::model_status))
         .routes(routes!(admin::reload_model))

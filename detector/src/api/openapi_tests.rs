@@ -78,8 +78,11 @@ async fn the_document_is_openapi_3_and_lists_every_route() {
     assert_eq!(
         operations,
         [
+            "DELETE /api/v2/silence/{silenceID}",
             "DELETE /v1/silences/{id}",
             "GET /",
+            "GET /api/v2/silence/{silenceID}",
+            "GET /api/v2/silences",
             "GET /healthz",
             "GET /metrics",
             "GET /openapi.json",
@@ -96,6 +99,7 @@ async fn the_document_is_openapi_3_and_lists_every_route() {
             "GET /v1/map/states",
             "GET /v1/models",
             "GET /v1/silences",
+            "POST /api/v2/silences",
             "POST /v1/labels",
             "POST /v1/models/reload",
             "POST /v1/silences",

@@ -24,13 +24,20 @@ use crate::state::{SharedState, State};
 /// Run the pipeline on telemetry files and write the alerts it would send.
 ///
 /// Inputs may be native JSON lines, Parquet (`forewarn simulate --format
-/// parquet`), dcgm-exporter text or nvidia-smi CSV; `-` reads stdin. Samples
-/// should be roughly in event-time order (small reorders are absorbed).
+/// parquet`), dcgm-exporter text or nvidia-smi CSV; `-` reads stdin; a
+/// directory stands for its files in scrape-time order. Samples should be
+/// roughly in event-time order (small reorders are absorbed). Exits
+/// non-zero when nothing could be decoded.
 #[derive(Debug, Args)]
 pub struct BacktestArgs {
-    /// Telemetry files, read in order.
+    /// Telemetry files or directories, read in order.
     #[arg(long, required = true, num_args = 1..)]
     pub input: Vec<PathBuf>,
+    /// Scrape time of a dcgm-exporter scrape without timestamps (RFC 3339
+    /// or unix ms); default: a time in the file's name, else its
+    /// modification time.
+    #[arg(long, value_parser = file::parse_scrape_time)]
+    pub scrape_time: Option<i64>,
     /// Where alert events go (JSON lines, alert contract).
     #[arg(long, default_value = "alerts.jsonl")]
     pub alerts_out: PathBuf,
@@ -108,13 +115,17 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
     let mut dead = DeadLetters::open(args.dead_letter.as_deref())?;
     let started = Instant::now();
     let pb = crate::progress::bar(0, "samples");
+    let opts = file::ReadOptions {
+        scrape_time_ms: args.scrape_time,
+    };
+    let mut read = 0u64;
     let summary = run_pipeline(
         &cfg,
         model,
         Box::new(sink),
         Some(dead.clone()),
         |state, send| {
-            file::read_inputs(&args.input, state, &mut dead, |batch| {
+            read = file::read_inputs_with(&args.input, &opts, state, &mut dead, |batch| {
                 pb.inc(batch.len() as u64);
                 send(batch)
             })?;
@@ -122,6 +133,13 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
         },
     )?;
     pb.finish_and_clear();
+    if read == 0 {
+        anyhow::bail!(nothing_decoded(
+            &args.input,
+            &dead,
+            args.dead_letter.as_deref()
+        ));
+    }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "backtest: {} samples of {} GPUs in {secs:.2} s ({:.0} samples/s); {} undecodable, {} rejected; {} alert events → {}; model state {:.1} KB/GPU",
@@ -136,6 +154,34 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
         summary.state_bytes as f64 / 1024.0 / summary.gpus.max(1) as f64,
     );
     Ok(())
+}
+
+/// Why a run that decoded nothing fails: how many records were
+/// undecodable, by reason, and where their dead letters went.
+pub fn nothing_decoded(
+    inputs: &[PathBuf],
+    dead: &DeadLetters,
+    dead_letter: Option<&std::path::Path>,
+) -> String {
+    let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    let reasons: Vec<String> = dead
+        .by_reason()
+        .iter()
+        .map(|(r, n)| format!("{n} {r}"))
+        .collect();
+    let reasons = if reasons.is_empty() {
+        "the input is empty".to_owned()
+    } else {
+        format!("{} undecodable ({})", dead.count(), reasons.join(", "))
+    };
+    let to = match dead_letter {
+        Some(p) => format!("dead letters in {}", p.display()),
+        None => "pass --dead-letter FILE to keep them with their reasons".to_owned(),
+    };
+    format!(
+        "nothing could be decoded from {}: 0 samples, {reasons}; {to}",
+        names.join(", ")
+    )
 }
 
 /// The backtest pipeline on any feed of samples: fresh shards under `cfg`

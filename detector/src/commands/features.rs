@@ -7,20 +7,24 @@
 //!
 //! Inputs: Parquet telemetry (`datasets::parquet`), JSON lines of native
 //! samples or prometheus-kafka-adapter metrics, dcgm-exporter text or
-//! nvidia-smi CSV (the sources' `features::decode::Decoder`). Files are read
-//! in the order given; each must be in event-time order per GPU (text files
-//! are sorted by time after decoding).
+//! nvidia-smi CSV (the file source's [`FileReader`], which gives scrapes
+//! their scrape time). Files are read in the order given (a directory: its
+//! files in scrape-time order); each must be in event-time order per GPU
+//! (text files are sorted by time after decoding). Decoding nothing at all
+//! is an error.
 
 use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
 use datasets::export::FeatureFileWriter;
 use datasets::parquet::TelemetryReader;
-use features::decode::{Decoded, Decoder};
 use features::{FeatureConfig, FeatureEngine, FeatureRow, Sample};
+
+use crate::sources::DeadLetters;
+use crate::sources::file::{self, FileReader, ReadOptions};
+use crate::state::SharedState;
 
 /// Rows per Parquet record batch (and row group flush unit).
 const BATCH_ROWS: usize = 65_536;
@@ -31,9 +35,17 @@ const BATCH_ROWS: usize = 65_536;
 pub struct FeaturesArgs {
     /// Telemetry files: `.parquet` (from `forewarn simulate`), JSON lines
     /// (native samples or prometheus-kafka-adapter metrics), dcgm-exporter
-    /// text or nvidia-smi CSV.
+    /// text or nvidia-smi CSV; a directory stands for its files.
     #[arg(long, required = true, num_args = 1..)]
     pub input: Vec<PathBuf>,
+    /// Scrape time of a dcgm-exporter scrape without timestamps (RFC 3339
+    /// or unix ms); default: a time in the file's name, else its
+    /// modification time.
+    #[arg(long, value_parser = file::parse_scrape_time)]
+    pub scrape_time: Option<i64>,
+    /// Undecodable records go here with their reason (JSON lines).
+    #[arg(long)]
+    pub dead_letter: Option<PathBuf>,
     /// Output Parquet file.
     #[arg(long, default_value = "features.parquet")]
     pub out: PathBuf,
@@ -62,12 +74,28 @@ pub fn run(args: &FeaturesArgs) -> anyhow::Result<()> {
         rows: Vec::with_capacity(BATCH_ROWS),
     };
     let mut stats = Stats::default();
-    for path in &args.input {
-        if path.extension().is_some_and(|e| e == "parquet") {
-            run_parquet(path, &mut engine, &mut sink, &mut stats)?;
+    let mut text = Text {
+        reader: FileReader::new(ReadOptions {
+            scrape_time_ms: args.scrape_time,
+        }),
+        dead: DeadLetters::open(args.dead_letter.as_deref())?,
+    };
+    let mut read = 0u64;
+    for path in file::expand(&args.input)? {
+        read += if path.extension().is_some_and(|e| e == "parquet") {
+            run_parquet(&path, &mut engine, &mut sink, &mut stats)?
         } else {
-            run_text(path, &mut engine, &mut sink, &mut stats)?;
-        }
+            text.run(&path, &mut engine, &mut sink, &mut stats)?
+        };
+    }
+    text.dead.flush();
+    stats.decode_errors = text.dead.count();
+    if read == 0 {
+        anyhow::bail!(crate::commands::backtest::nothing_decoded(
+            &args.input,
+            &text.dead,
+            args.dead_letter.as_deref()
+        ));
     }
     sink.finish()?;
     let c = engine.counters();
@@ -96,9 +124,10 @@ fn run_parquet(
     engine: &mut FeatureEngine,
     sink: &mut FeatureSink,
     stats: &mut Stats,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<u64> {
     let mut reader =
         TelemetryReader::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut read = 0u64;
     let pb = crate::progress::bar(reader.total_rows(), "samples");
     let mut samples = Vec::new();
     while reader
@@ -108,48 +137,53 @@ fn run_parquet(
     {
         process(engine, &samples, sink, stats)?;
         pb.inc(samples.len() as u64);
+        read += samples.len() as u64;
         samples.clear();
     }
     pb.finish_and_clear();
-    Ok(())
+    Ok(read)
 }
 
-fn run_text(
-    path: &Path,
-    engine: &mut FeatureEngine,
-    sink: &mut FeatureSink,
-    stats: &mut Stats,
-) -> anyhow::Result<()> {
-    let name = path.display().to_string();
-    let file = File::open(path).with_context(|| format!("opening {name}"))?;
-    let mut samples = Vec::new();
-    Decoder::default()
-        .read(BufReader::new(file), &name, |unit: Decoded<'_>| {
-            for e in unit.errors {
-                tracing::debug!(source = %unit.position, reason = e.reason(), error = %e, "undecodable input");
-            }
-            stats.decode_errors += unit.errors.len() as u64;
-            samples.append(unit.samples);
-            Ok::<_, std::io::Error>(())
-        })
-        .with_context(|| format!("reading {name}"))?;
-    samples.sort_by_key(|s| s.ts_ms);
-    let pb = crate::progress::bar(samples.len() as u64, "samples");
-    // One batch per event time (a tick of the fleet), bounded in size.
-    let mut start = 0;
-    while start < samples.len() {
-        let ts = samples[start].ts_ms;
-        let end = samples[start..]
-            .iter()
-            .position(|s| s.ts_ms != ts)
-            .map_or(samples.len(), |n| start + n)
-            .min(start + BATCH_ROWS);
-        process(engine, &samples[start..end], sink, stats)?;
-        pb.inc((end - start) as u64);
-        start = end;
+/// Text inputs: one reader (scrape times, refusals) and one dead-letter
+/// place for all of them.
+struct Text {
+    reader: FileReader,
+    dead: DeadLetters,
+}
+
+impl Text {
+    fn run(
+        &mut self,
+        path: &Path,
+        engine: &mut FeatureEngine,
+        sink: &mut FeatureSink,
+        stats: &mut Stats,
+    ) -> anyhow::Result<u64> {
+        let state = SharedState::new();
+        let mut samples = Vec::new();
+        self.reader
+            .read(path, &state, &mut self.dead, &mut |batch| {
+                samples.extend(batch);
+                Ok(())
+            })?;
+        samples.sort_by_key(|s| s.ts_ms);
+        let pb = crate::progress::bar(samples.len() as u64, "samples");
+        // One batch per event time (a tick of the fleet), bounded in size.
+        let mut start = 0;
+        while start < samples.len() {
+            let ts = samples[start].ts_ms;
+            let end = samples[start..]
+                .iter()
+                .position(|s| s.ts_ms != ts)
+                .map_or(samples.len(), |n| start + n)
+                .min(start + BATCH_ROWS);
+            process(engine, &samples[start..end], sink, stats)?;
+            pb.inc((end - start) as u64);
+            start = end;
+        }
+        pb.finish_and_clear();
+        Ok(samples.len() as u64)
     }
-    pb.finish_and_clear();
-    Ok(())
 }
 
 fn process(

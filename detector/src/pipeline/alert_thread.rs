@@ -97,6 +97,7 @@ impl AlertThread {
         // End of input: let timers run out to the fleet's clock.
         self.stage.set_horizon(self.clock_ms);
         let now = self.stage.clock_ms();
+        self.state.set_clock(now);
         if now != i64::MIN {
             self.stage.tick(now, &mut events);
             self.state.record_alerts(&events);
@@ -183,6 +184,7 @@ impl AlertThread {
         summary.alert_events += events.len() as u64;
         // Called with no events too: routing timers (group_wait,
         // repeat_interval) run on event time.
+        self.state.set_clock(self.stage.clock_ms());
         self.sink.deliver(events, self.stage.clock_ms())?;
         events.clear();
         if let Some(origin) = out.origin_ms

@@ -107,6 +107,13 @@ fn through_file(tag: &str, bytes: &[u8]) -> (Seen, Vec<String>) {
         temp(&format!("{tag}-file-dl.jsonl")),
     );
     std::fs::write(&input, bytes).expect("writing the input");
+    // A scrape without timestamps takes the file's modification time; the
+    // message side's scrape time is 0.
+    std::fs::File::options()
+        .write(true)
+        .open(&input)
+        .and_then(|f| f.set_modified(std::time::UNIX_EPOCH))
+        .expect("setting the modification time");
     let state = SharedState::new();
     let mut dead = DeadLetters::open(Some(&dl)).expect("dead-letter file");
     let mut samples = Vec::new();

@@ -10,7 +10,7 @@
 //!
 //! Units of input: a Kafka message is one unit ([`Decoder::decode`]). A
 //! file or stdin ([`Decoder::read`]) is one unit when its head sniffs as a
-//! dcgm-exporter scrape or nvidia-smi CSV (those formats span lines), and
+//! dcgm-exporter scrape or nvidia-smi output (those formats span lines), and
 //! one unit per non-blank line otherwise (JSON lines of native samples or
 //! adapter metrics); each line is decoded exactly as a message of the same
 //! bytes would be.
@@ -18,7 +18,7 @@
 use std::fmt;
 use std::io::BufRead;
 
-use super::{DecodeOutput, Encoding, adapter, limits, native, nvsmi, prom, sniff};
+use super::{DecodeOutput, Encoding, adapter, capture, limits, native, nvsmi, prom, sniff};
 use crate::error::DecodeError;
 use crate::sample::Sample;
 
@@ -79,6 +79,9 @@ pub struct Decoded<'a> {
 pub struct Decoder {
     out: DecodeOutput,
     assembler: adapter::Assembler,
+    /// The event time of a whole-file scrape's samples that carry none
+    /// ([`Decoder::set_scrape_time`]).
+    scrape_ts_ms: i64,
 }
 
 impl Default for Decoder {
@@ -94,7 +97,20 @@ impl Decoder {
         Decoder {
             out: DecodeOutput::default(),
             assembler: adapter::Assembler::new(assembly_wait_ms),
+            scrape_ts_ms: 0,
         }
+    }
+
+    /// The scrape time of the next inputs [`Decoder::read`] reads: the
+    /// event time of a dcgm-exporter scrape's samples without a timestamp
+    /// (its `/metrics` has none). Default 0, the epoch.
+    pub fn set_scrape_time(&mut self, ts_ms: i64) {
+        self.scrape_ts_ms = ts_ms;
+    }
+
+    /// The scrape time [`Decoder::set_scrape_time`] set.
+    pub fn scrape_time(&self) -> i64 {
+        self.scrape_ts_ms
     }
 
     /// Decodes one self-contained message. `default_ts_ms` is the event
@@ -123,6 +139,8 @@ impl Decoder {
             Some(Encoding::Native) => native::decode_into(bytes, out),
             Some(Encoding::PromText) => prom::decode_into(bytes, default_ts_ms, out),
             Some(Encoding::NvidiaSmiCsv) => nvsmi::decode_into(bytes, out),
+            Some(Encoding::NvidiaSmiCapture) => capture::decode_capture(bytes, out),
+            Some(Encoding::NvidiaSmiQuery) => capture::refuse_query_report(out),
             Some(Encoding::Adapter) => match adapter::parse(bytes) {
                 Ok(m) => self.assembler.push(m, out),
                 Err(e) => out.errors.push(e),
@@ -162,14 +180,11 @@ impl Decoder {
         file: &str,
         mut each: impl FnMut(Decoded<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
-        let whole = matches!(
-            sniff(reader.fill_buf()?),
-            Some(Encoding::PromText | Encoding::NvidiaSmiCsv)
-        );
+        let whole = sniff(reader.fill_buf()?).is_some_and(Encoding::whole_file);
         if whole {
             let mut bytes = Vec::new();
             reader.read_to_end(&mut bytes)?;
-            let out = self.decode_any(&bytes, 0);
+            let out = self.decode_any(&bytes, self.scrape_ts_ms);
             out.samples.sort_by_key(|s| s.ts_ms);
             return each(Decoded {
                 position: Position::File { file },

@@ -5,11 +5,14 @@
 //! ([`sniff`]) and hands it to one decoder: native JSON (object or array),
 //! dcgm-exporter Prometheus text, prometheus-kafka-adapter JSON (one metric
 //! per message, assembled by [`adapter::Assembler`]) or
-//! `nvidia-smi --query-gpu … --format=csv`.
+//! `nvidia-smi --query-gpu … --format=csv`. nvidia-smi capture files and
+//! `nvidia-smi -q` reports are recognised ([`capture`]): a capture's CSV
+//! sections are decoded, a `-q` report is refused saying what to run.
 //! Decoders never panic on any input (property-tested) and never let one bad
 //! record spoil the good ones next to it.
 
 pub mod adapter;
+pub mod capture;
 mod decoder;
 mod intern;
 pub mod limits;
@@ -36,6 +39,25 @@ pub enum Encoding {
     Adapter,
     /// `nvidia-smi --query-gpu=… --format=csv` output (header line first).
     NvidiaSmiCsv,
+    /// Several nvidia-smi commands' output under `# $ nvidia-smi …`
+    /// banners: the `--query-gpu` CSV sections are decoded.
+    NvidiaSmiCapture,
+    /// An `nvidia-smi -q` report: recognised, refused.
+    NvidiaSmiQuery,
+}
+
+impl Encoding {
+    /// A file of this encoding is one unit (its records span lines), not
+    /// one unit per line.
+    pub fn whole_file(self) -> bool {
+        matches!(
+            self,
+            Encoding::PromText
+                | Encoding::NvidiaSmiCsv
+                | Encoding::NvidiaSmiCapture
+                | Encoding::NvidiaSmiQuery
+        )
+    }
 }
 
 /// What decoding one message produced: every good sample and every error.
@@ -70,6 +92,8 @@ pub fn sniff(bytes: &[u8]) -> Option<Encoding> {
                 Some(Encoding::Native)
             }
         }
+        _ if capture::is_capture(head) => Some(Encoding::NvidiaSmiCapture),
+        _ if capture::is_query_report(head) => Some(Encoding::NvidiaSmiQuery),
         _ => {
             let first_line = head.split(|b| *b == b'\n').next().unwrap_or(head);
             let lower = first_line.to_ascii_lowercase();
@@ -106,6 +130,14 @@ mod tests {
         assert_eq!(
             sniff(b"timestamp, name, uuid, temperature.gpu\n"),
             Some(Encoding::NvidiaSmiCsv)
+        );
+        assert_eq!(
+            sniff(b"####\n# idle\n# $ nvidia-smi -q\n####\n"),
+            Some(Encoding::NvidiaSmiCapture)
+        );
+        assert_eq!(
+            sniff(b"\n==============NVSMI LOG==============\n"),
+            Some(Encoding::NvidiaSmiQuery)
         );
         assert_eq!(sniff(b"\x00\x01"), None);
         assert_eq!(sniff(b"   "), None);

@@ -153,6 +153,7 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     let start = restore_or_new(&cfg, &sys, model)?;
     let resume = start.resume;
     state.set_silences(start.stage.engine.silences().to_vec());
+    state.set_clock(start.stage.clock_ms());
     let mut pipeline = Pipeline::start_with(
         start.shards,
         start.stage,
