@@ -18,6 +18,8 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 scripts/broker.sh install
 # TLS in front of the broker for the secure-Kafka test (stunnel, openssl).
 scripts/tls.sh install
+# Alertmanager and amtool for the silences and forwarding tests.
+scripts/alertmanager.sh install
 export FOREWARN_REQUIRE_BROKER=1
 
 # The end-to-end tests run the real `forewarn` binary. `cargo test` builds

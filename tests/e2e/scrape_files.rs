@@ -84,9 +84,14 @@ fn the_scrape_time_flag_sets_a_single_scrapes_time() {
             "dl.jsonl",
         ],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-    // One scrape leaves the GPU on probation: its dead letter names the
-    // sample's event time.
+    // One scrape leaves the GPU on probation, so nothing is scored: that
+    // fails, saying why; its dead letter names the sample's event time.
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("nothing was scored") && err.contains("1 unconfirmed_gpu"),
+        "{err}"
+    );
     let dl = std::fs::read_to_string(dir.join("dl.jsonl")).expect("dead letters");
     let rec: Value = serde_json::from_str(dl.lines().next().expect("one")).expect("json");
     let payload: Value =
@@ -119,7 +124,7 @@ fn the_scrape_time_flag_sets_a_single_scrapes_time() {
 }
 
 #[test]
-fn nvidia_smi_reports_are_refused_and_captures_give_their_csv_rows() {
+fn nvidia_smi_reports_are_refused_and_captures_decode_but_score_nothing() {
     let dir = scratch("nvsmi-files");
     let report = fixture("../features/tests/fixtures/nvidia-smi/h100-80gb-hbm3-560.35.03-full.txt");
     for cmd in ["backtest", "features"] {
@@ -138,10 +143,16 @@ fn nvidia_smi_reports_are_refused_and_captures_give_their_csv_rows() {
         &["backtest", "--input", &capture, "--alerts-out", "a.jsonl"],
     );
     let err = stderr(&out);
-    assert!(out.status.success(), "{err}");
     assert!(
         err.contains("backtest: 2 samples") && err.contains("0 undecodable"),
         "the idle and load --query-gpu rows: {err}"
+    );
+    // Two snapshots of a GPU are not telemetry: nothing is scored, and the
+    // run fails saying what to record instead.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("nothing was scored") && err.contains("a snapshot (an nvidia-smi capture"),
+        "{err}"
     );
 }
 

@@ -27,7 +27,8 @@ use crate::state::{SharedState, State};
 /// parquet`), dcgm-exporter text or nvidia-smi CSV; `-` reads stdin; a
 /// directory stands for its files in scrape-time order. Samples should be
 /// roughly in event-time order (small reorders are absorbed). Exits
-/// non-zero when nothing could be decoded.
+/// non-zero when nothing could be decoded, or nothing scored (every GPU
+/// seen fewer than three times: a snapshot, not telemetry).
 #[derive(Debug, Args)]
 pub struct BacktestArgs {
     /// Telemetry files or directories, read in order.
@@ -153,7 +154,32 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
         args.alerts_out.display(),
         summary.state_bytes as f64 / 1024.0 / summary.gpus.max(1) as f64,
     );
+    if summary.assessments == 0 {
+        anyhow::bail!(nothing_scored(&args.input, read, &dead));
+    }
     Ok(())
+}
+
+/// Why a run that decoded samples but scored none fails: every sample was
+/// refused, usually because no GPU reached the third sample the admission
+/// gate waits for (a capture file or a single scrape is one snapshot of
+/// each GPU, not telemetry).
+fn nothing_scored(inputs: &[PathBuf], read: u64, dead: &DeadLetters) -> String {
+    let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    let reasons: Vec<String> = dead
+        .by_reason()
+        .iter()
+        .map(|(r, n)| format!("{n} {r}"))
+        .collect();
+    format!(
+        "nothing was scored from {}: {read} samples decoded, all refused ({}). A GPU is scored from its third sample on, so a snapshot (an nvidia-smi capture, a single scrape) is not enough: record a series, e.g. `nvidia-smi --query-gpu=… --format=csv -l 30` or dcgm-exporter's /metrics scraped over time (docs/inputs/files.md)",
+        names.join(", "),
+        if reasons.is_empty() {
+            "no reason recorded".to_owned()
+        } else {
+            reasons.join(", ")
+        },
+    )
 }
 
 /// Why a run that decoded nothing fails: how many records were
