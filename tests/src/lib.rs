@@ -61,6 +61,7 @@ pub fn free_port() -> u16 {
 }
 
 pub mod broker;
+pub mod prometheus;
 pub mod receiver;
 pub mod service;
 

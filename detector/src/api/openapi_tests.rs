@@ -96,6 +96,7 @@ async fn the_document_is_openapi_3_and_lists_every_route() {
             "GET /v1/map/states",
             "GET /v1/models",
             "GET /v1/silences",
+            "POST /api/v1/write",
             "POST /v1/labels",
             "POST /v1/models/reload",
             "POST /v1/silences",
