@@ -7,7 +7,9 @@ mod e2e {
     mod chaos;
     mod kafka;
     mod kafka_outage;
+    mod remote_write;
     mod scenarios;
+    mod scrape;
     mod simulate;
     mod state_files;
     mod supervision;

@@ -49,17 +49,33 @@ pub fn prometheus_bin() -> PathBuf {
     })
 }
 
-/// The simulated fleet as a dcgm-exporter endpoint on 127.0.0.1:`port`,
-/// `speed` simulated seconds per wall second.
-pub fn exporter(dir: &Path, port: u16, fleet: &Fleet, speed: f64) -> Killed {
+/// How the exporter's simulation advances.
+#[derive(Debug, Clone, Copy)]
+pub enum Pace {
+    /// Simulated seconds per wall second; no timestamps (dcgm-exporter's
+    /// shape).
+    Speed(f64),
+    /// One tick per scrape, stamped with its simulated time.
+    TickPerScrape,
+}
+
+/// The simulated fleet as a dcgm-exporter endpoint on 127.0.0.1:`port`.
+pub fn exporter(dir: &Path, port: u16, fleet: &Fleet, pace: Pace) -> Killed {
     let addr = format!("127.0.0.1:{port}");
     let (gpus, hours, seed, rate, speed) = (
         fleet.gpus.to_string(),
         fleet.hours.to_string(),
         fleet.seed.to_string(),
         fleet.failure_rate.to_string(),
-        speed.to_string(),
+        match pace {
+            Pace::Speed(s) => s.to_string(),
+            Pace::TickPerScrape => "1".into(),
+        },
     );
+    let per_scrape: &[&str] = match pace {
+        Pace::Speed(_) => &[],
+        Pace::TickPerScrape => &["--tick-per-scrape"],
+    };
     Killed(
         Command::new(forewarn_bin())
             .args([
@@ -77,6 +93,7 @@ pub fn exporter(dir: &Path, port: u16, fleet: &Fleet, speed: f64) -> Killed {
                 "--speed",
                 &speed,
             ])
+            .args(per_scrape)
             .current_dir(dir)
             .stdout(Stdio::null())
             .stderr(log(dir, &format!("exporter-{port}.log")))
@@ -85,24 +102,61 @@ pub fn exporter(dir: &Path, port: u16, fleet: &Fleet, speed: f64) -> Killed {
     )
 }
 
+/// The same fleet as files in `<dir>/sim` (`telemetry.jsonl`,
+/// `labels.csv`): what a backtest and the labels compare with.
+pub fn simulate_files(dir: &Path, fleet: &Fleet) {
+    let (gpus, hours, seed, rate) = (
+        fleet.gpus.to_string(),
+        fleet.hours.to_string(),
+        fleet.seed.to_string(),
+        fleet.failure_rate.to_string(),
+    );
+    crate::forewarn(
+        &[
+            "simulate",
+            "--gpus",
+            &gpus,
+            "--hours",
+            &hours,
+            "--seed",
+            &seed,
+            "--failure-rate",
+            &rate,
+            "--format",
+            "jsonl",
+            "--out",
+            "sim",
+        ],
+        dir,
+    );
+}
+
 /// A simulated fleet's parameters (as `forewarn simulate` takes them).
 #[derive(Debug, Clone, Copy)]
 pub struct Fleet {
     pub gpus: u32,
-    pub hours: u32,
+    pub hours: f64,
     pub seed: u64,
     pub failure_rate: f64,
 }
 
-/// A real Prometheus on 127.0.0.1:`port` scraping `targets` every second
-/// and remote-writing to forewarn's `/api/v1/write` on `api` with `token`.
-pub fn prometheus(dir: &Path, port: u16, targets: &[u16], api: u16, token: &str) -> Killed {
+/// A real Prometheus on 127.0.0.1:`port` scraping `targets` every
+/// `interval` (a Prometheus duration, e.g. `150ms`) and remote-writing to
+/// forewarn's `/api/v1/write` on `api` with `token`.
+pub fn prometheus(
+    dir: &Path,
+    port: u16,
+    targets: &[u16],
+    interval: &str,
+    api: u16,
+    token: &str,
+) -> Killed {
     let bin = prometheus_bin();
     let targets: Vec<String> = targets.iter().map(|p| format!("'127.0.0.1:{p}'")).collect();
     let config = format!(
         r#"global:
-  scrape_interval: 1s
-  scrape_timeout: 900ms
+  scrape_interval: {interval}
+  scrape_timeout: {interval}
 scrape_configs:
   - job_name: dcgm
     static_configs:

@@ -81,6 +81,12 @@ pub struct SimulateArgs {
     /// With `--serve-metrics`: simulated seconds per wall second.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
+    /// With `--serve-metrics`: advance one tick per scrape instead of by
+    /// the clock, and stamp each value with its simulated time (`--start`
+    /// defaults to `--hours` ago), so a scraper sees every tick once:
+    /// hours of fleet history in minutes, the same telemetry as the files.
+    #[arg(long)]
+    pub tick_per_scrape: bool,
 }
 
 /// Where samples go, whatever the format.

@@ -333,7 +333,9 @@ fn run_source(
         }
         SourceKind::RemoteWrite | SourceKind::Scrape(_) => {
             let rx = queue.context("the source's queue was not set up")?;
-            remote_write::drain(&rx, state, shutdown, pipeline)?;
+            let assemble = matches!(cfg.source, SourceKind::RemoteWrite)
+                .then_some(remote_write::ASSEMBLY_WAIT_MS);
+            remote_write::drain(&rx, state, shutdown, pipeline, assemble)?;
         }
     }
     Ok(())

@@ -10,7 +10,7 @@
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -28,24 +28,17 @@ pub fn run(args: &SimulateArgs, addr: SocketAddr) -> anyhow::Result<()> {
         "--speed must be a number above 0"
     );
     let start_ms = if args.start == "2026-11-01T00:00:00Z" {
-        crate::checkpoint::wall_ms()
+        let back = if args.tick_per_scrape {
+            (args.hours * 3_600_000.0) as i64
+        } else {
+            0
+        };
+        crate::checkpoint::wall_ms() - back
     } else {
         features::time::parse_timestamp(&args.start)
             .with_context(|| format!("--start {:?} is not an RFC 3339 time", args.start))?
     };
-    let mut cfg = SimConfig {
-        gpus: args.gpus,
-        hours: args.hours,
-        interval_s: args.interval,
-        seed: args.seed,
-        start_ms,
-        dirty: false,
-        ..SimConfig::default()
-    };
-    if let Some(rate) = args.failure_rate {
-        cfg.failure_rate_per_gpu_day = rate;
-    }
-    let sim = Simulator::new(cfg).context("invalid simulation settings")?;
+    let sim = Simulator::new(sim_config(args, start_ms)).context("invalid simulation settings")?;
     let page: Page = Arc::default();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -55,15 +48,27 @@ pub fn run(args: &SimulateArgs, addr: SocketAddr) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
-        let (p, interval, speed) = (page.clone(), args.interval, args.speed);
-        std::thread::Builder::new()
-            .name("simulator".into())
-            .spawn(move || step(sim, interval, speed, &p))?;
+        let per_scrape = if args.tick_per_scrape {
+            Some(Arc::new(Mutex::new(PerScrape {
+                sim,
+                last: String::new(),
+            })))
+        } else {
+            // The clock drives the simulation.
+            let (p, interval, speed) = (page.clone(), args.interval, args.speed);
+            std::thread::Builder::new()
+                .name("simulator".into())
+                .spawn(move || step(sim, interval, speed, &p))?;
+            None
+        };
         eprintln!("serving dcgm-exporter metrics on http://{addr}/metrics");
         let app = axum::Router::new().route(
             "/metrics",
             axum::routing::get(move || {
-                let text = page.read().map(|p| p.clone()).unwrap_or_default();
+                let text = match &per_scrape {
+                    Some(p) => p.lock().map(|mut p| p.next()).unwrap_or_default(),
+                    None => page.read().map(|p| p.clone()).unwrap_or_default(),
+                };
                 async move {
                     (
                         [(
@@ -79,6 +84,40 @@ pub fn run(args: &SimulateArgs, addr: SocketAddr) -> anyhow::Result<()> {
     })
 }
 
+fn sim_config(args: &SimulateArgs, start_ms: i64) -> SimConfig {
+    let mut cfg = SimConfig {
+        gpus: args.gpus,
+        hours: args.hours,
+        interval_s: args.interval,
+        seed: args.seed,
+        start_ms,
+        dirty: false,
+        ..SimConfig::default()
+    };
+    if let Some(rate) = args.failure_rate {
+        cfg.failure_rate_per_gpu_day = rate;
+    }
+    cfg
+}
+
+/// `--tick-per-scrape`: each scrape takes the next tick; after the last,
+/// the last page again (the same timestamps: a scraper drops them as
+/// duplicates).
+struct PerScrape {
+    sim: Simulator,
+    last: String,
+}
+
+impl PerScrape {
+    fn next(&mut self) -> String {
+        let mut buf = Vec::new();
+        if self.sim.next_tick(&mut buf).is_some() {
+            self.last = render_at(&buf, true);
+        }
+        self.last.clone()
+    }
+}
+
 /// Steps the simulator at `speed`× real time, publishing each tick; the
 /// last tick stays on the page once the simulation is over.
 fn step(mut sim: Simulator, interval_s: u32, speed: f64, page: &Page) {
@@ -86,7 +125,7 @@ fn step(mut sim: Simulator, interval_s: u32, speed: f64, page: &Page) {
     let mut buf = Vec::new();
     let mut ticks = 0u64;
     while sim.next_tick(&mut buf).is_some() {
-        let text = render(&buf);
+        let text = render_at(&buf, false);
         if let Ok(mut p) = page.write() {
             *p = text;
         }
@@ -100,8 +139,9 @@ fn step(mut sim: Simulator, interval_s: u32, speed: f64, page: &Page) {
     eprintln!("the simulation is over: serving its last tick");
 }
 
-/// One tick as dcgm-exporter prints it: grouped by metric.
-pub fn render(samples: &[Sample]) -> String {
+/// One tick as dcgm-exporter prints it: grouped by metric, with no
+/// timestamps unless `stamped`.
+pub fn render_at(samples: &[Sample], stamped: bool) -> String {
     let mut labels = Vec::with_capacity(samples.len());
     let mut slot_of_host: std::collections::HashMap<&str, usize> = Default::default();
     for s in samples {
@@ -142,7 +182,11 @@ pub fn render(samples: &[Sample]) -> String {
                 let _ = writeln!(out, "# TYPE {} {kind}", field.name());
                 head = true;
             }
-            let _ = writeln!(out, "{}{{{l}}} {v}", field.name());
+            if stamped {
+                let _ = writeln!(out, "{}{{{l}}} {v} {}", field.name(), s.ts_ms);
+            } else {
+                let _ = writeln!(out, "{}{{{l}}} {v}", field.name());
+            }
         }
     }
     out
@@ -163,7 +207,7 @@ mod tests {
         .expect("sim");
         let mut tick = Vec::new();
         sim.next_tick(&mut tick).expect("a tick");
-        let page = render(&tick);
+        let page = render_at(&tick, false);
         assert!(page.contains("# TYPE DCGM_FI_DEV_GPU_TEMP gauge"), "{page}");
         assert!(
             !page

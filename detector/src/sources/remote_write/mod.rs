@@ -12,6 +12,7 @@
 //! `Retry-After`, which Prometheus retries (it drops on 4xx, so only a body
 //! that can never be decoded gets 400, and is dead-lettered with why).
 
+mod assemble;
 pub mod metrics;
 pub mod proto;
 mod wire;
@@ -137,21 +138,47 @@ pub fn queue(metrics: Arc<RemoteWriteMetrics>) -> (Ingest, Receiver<Vec<Sample>>
     (Ingest { tx, metrics }, rx)
 }
 
+/// How long (event time) parts of one GPU's scrape are waited for before
+/// the sample goes to the pipeline: above Prometheus's default
+/// `batch_send_deadline` (5 s), so parts sent by different queue shards
+/// meet. Only remote-write needs it (a scrape arrives whole).
+pub const ASSEMBLY_WAIT_MS: i64 = 15_000;
+
 /// The source thread: hands what arrives to the pipeline, coalescing what
 /// queued up meanwhile into batches of up to [`BATCH`] (one pipeline round
 /// per small request would cost a round trip through every shard each).
-/// Returns at shutdown or when every sender is gone. Used by scrape mode
-/// too.
+/// With `assemble_ms`, parts of one GPU's sample split across requests
+/// are merged first ([`assemble::Assembler`]). Returns at shutdown or when
+/// every sender is gone. Used by scrape mode too (without assembly).
 pub fn drain(
     rx: &Receiver<Vec<Sample>>,
     state: &State,
     shutdown: &CancellationToken,
     pipeline: &mut Pipeline,
+    assemble_ms: Option<i64>,
 ) -> anyhow::Result<()> {
+    let mut asm = assemble_ms.map(assemble::Assembler::new);
+    let send = |batch: Vec<Sample>, pipeline: &mut Pipeline| -> anyhow::Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        state
+            .metrics
+            .samples_in
+            .fetch_add(batch.len() as u64, Relaxed);
+        pipeline.send(batch)
+    };
     while !shutdown.is_cancelled() {
         let mut batch = match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(b) => b,
-            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some(a) = &mut asm {
+                    let mut ready = Vec::new();
+                    a.flush(crate::checkpoint::wall_ms(), &mut ready);
+                    send(ready, pipeline)?;
+                }
+                continue;
+            }
             Err(RecvTimeoutError::Disconnected) => break,
         };
         while batch.len() < BATCH {
@@ -160,11 +187,17 @@ pub fn drain(
                 Err(_) => break,
             }
         }
-        state
-            .metrics
-            .samples_in
-            .fetch_add(batch.len() as u64, Relaxed);
-        pipeline.send(batch)?;
+        if let Some(a) = &mut asm {
+            let mut ready = Vec::with_capacity(batch.len());
+            a.push(batch, crate::checkpoint::wall_ms(), &mut ready);
+            batch = ready;
+        }
+        send(batch, pipeline)?;
+    }
+    if let Some(a) = &mut asm {
+        let mut rest = Vec::new();
+        a.finish(&mut rest);
+        send(rest, pipeline)?;
     }
     Ok(())
 }
