@@ -137,3 +137,49 @@ async fn scrapes_stamp_the_scrape_time_and_a_dead_target_yields_nothing() {
     task.await.expect("join").expect("run");
     let _ = BTreeMap::<String, String>::new();
 }
+
+fn source(text: &str) -> Result<crate::config::SourceKind, String> {
+    crate::config::RawConfig::from_toml(text)
+        .and_then(|r| r.validate())
+        .map(|c| c.source)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_config_names_what_is_wrong() {
+    use crate::config::SourceKind;
+    assert_eq!(
+        source("[source]\ntype = \"remote_write\"\n"),
+        Ok(SourceKind::RemoteWrite)
+    );
+    let Ok(SourceKind::Scrape(s)) = source(
+        "[source]\ntype = \"scrape\"\ntargets = [\"h:9400\"]\nfile_sd = \"sd.yml\"\ninterval = \"15s\"\ntimeout = \"1m\"\n",
+    ) else {
+        panic!("a scrape source")
+    };
+    assert_eq!(
+        s.targets,
+        [("h:9400".into(), "http://h:9400/metrics".into())]
+    );
+    assert_eq!(s.interval, Duration::from_secs(15));
+    assert_eq!(s.timeout, Duration::from_secs(15), "capped at the interval");
+    for (text, key) in [
+        ("type = \"scrape\"\n", "source.targets"),
+        ("type = \"scrape\"\ntargets = [\"h\"]\n", "source.targets"),
+        (
+            "type = \"scrape\"\ntargets = [\"h:1\"]\ninterval = \"1ms\"\n",
+            "source.interval",
+        ),
+        (
+            "type = \"scrape\"\ntargets = [\"h:1\"]\nscheme = \"ftp\"\n",
+            "source.scheme",
+        ),
+        (
+            "type = \"remote_write\"\nbrokers = \"x\"\n",
+            "source.brokers",
+        ),
+    ] {
+        let e = source(&format!("[source]\n{text}")).expect_err(text);
+        assert!(e.contains(key), "{text}: {e}");
+    }
+}
