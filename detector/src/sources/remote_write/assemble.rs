@@ -116,7 +116,8 @@ mod tests {
     fn parts_of_one_gpu_and_time_become_one_sample_once_time_moves_on() {
         let mut a = Assembler::new(10_000);
         let mut out = Vec::new();
-        let wall = 1_000_000;
+        // The wall clock just after each push's newest sample.
+        let wall = 901_000;
         a.push(
             vec![part("GPU-a", 900_000, Field::GpuTemp, 61.0)],
             wall,
@@ -133,7 +134,7 @@ mod tests {
         assert!(out.is_empty(), "waiting for stragglers");
         a.push(
             vec![part("GPU-a", 911_000, Field::GpuTemp, 62.0)],
-            wall,
+            911_000,
             &mut out,
         );
         assert_eq!(out.len(), 2);
