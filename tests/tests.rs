@@ -9,7 +9,9 @@ mod e2e {
     mod kafka;
     mod kafka_outage;
     mod kafka_tls;
+    mod remote_write;
     mod scenarios;
+    mod scrape;
     mod scrape_files;
     mod simulate;
     mod startup;

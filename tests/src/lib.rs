@@ -62,6 +62,7 @@ pub fn free_port() -> u16 {
 
 pub mod alertmanager;
 pub mod broker;
+pub mod prometheus;
 pub mod receiver;
 pub mod service;
 pub mod tls;

@@ -18,6 +18,7 @@ mod error;
 mod gpus;
 mod guard;
 mod map;
+pub mod remote_write;
 pub mod server;
 
 use std::sync::Arc;
@@ -83,6 +84,7 @@ fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(admin::add_labels))
         .routes(routes!(admin::model_status))
         .routes(routes!(admin::reload_model))
+        .routes(routes!(remote_write::write))
         .merge(map::router(state.shared.clone()))
 }
 

@@ -99,6 +99,7 @@ async fn the_document_is_openapi_3_and_lists_every_route() {
             "GET /v1/map/states",
             "GET /v1/models",
             "GET /v1/silences",
+            "POST /api/v1/write",
             "POST /api/v2/silences",
             "POST /v1/labels",
             "POST /v1/models/reload",

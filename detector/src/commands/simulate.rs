@@ -1,6 +1,10 @@
 //! `forewarn simulate`: runs the seeded fleet simulator and writes its
 //! telemetry (Parquet, JSON lines or dcgm-exporter text) plus ground-truth
-//! labels, for backtests, training and demos.
+//! labels, for backtests, training and demos. With `--serve-metrics` it
+//! writes nothing and instead serves the fleet as dcgm-exporter would: a
+//! timestamp-less `/metrics` page of the GPUs' latest readings, the
+//! simulation advancing `--speed` times faster than real time, for
+//! Prometheus (remote-write tests) and scrape mode to scrape.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -69,6 +73,20 @@ pub struct SimulateArgs {
     /// Failures per GPU-day, before the power-law propensity spreads them.
     #[arg(long)]
     pub failure_rate: Option<f64>,
+    /// Serve the fleet as a dcgm-exporter `/metrics` endpoint on this
+    /// address (e.g. 127.0.0.1:9400) instead of writing files; `--start`
+    /// defaults to now. Runs until killed.
+    #[arg(long, value_name = "ADDR")]
+    pub serve_metrics: Option<std::net::SocketAddr>,
+    /// With `--serve-metrics`: simulated seconds per wall second.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// With `--serve-metrics`: advance one tick per scrape instead of by
+    /// the clock, and stamp each value with its simulated time (`--start`
+    /// defaults to `--hours` ago), so a scraper sees every tick once:
+    /// hours of fleet history in minutes, the same telemetry as the files.
+    #[arg(long)]
+    pub tick_per_scrape: bool,
 }
 
 /// Where samples go, whatever the format.
@@ -155,6 +173,9 @@ fn write_prom(w: &mut impl Write, s: &Sample) -> std::io::Result<()> {
 }
 
 pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
+    if let Some(addr) = args.serve_metrics {
+        return serve_metrics::run(args, addr);
+    }
     let start_ms = parse_timestamp(&args.start)
         .with_context(|| format!("--start {:?} is not an RFC 3339 time", args.start))?;
     let mut cfg = SimConfig {
@@ -211,3 +232,5 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+mod serve_metrics;

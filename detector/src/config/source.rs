@@ -24,6 +24,11 @@ pub enum RawSource {
     Kafka(KafkaSource),
     /// Telemetry files read in order.
     Files(FileSource),
+    /// Prometheus remote-write to `POST /api/v1/write`.
+    #[serde(rename = "remote_write")]
+    RemoteWrite(RemoteWriteSource),
+    /// dcgm-exporter endpoints scraped by forewarn itself.
+    Scrape(ScrapeSource),
 }
 
 impl Default for RawSource {
@@ -167,9 +172,54 @@ pub struct FileSource {
     pub dead_letter_file: Option<PathBuf>,
 }
 
+/// `type = "remote_write"`: Prometheus (or any remote-write 1.0 sender)
+/// posts to `/api/v1/write` on the REST listener.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteWriteSource {
+    /// Undecodable input goes here (JSON lines with the reason).
+    pub dead_letter_file: Option<PathBuf>,
+}
+
+/// `type = "scrape"`: forewarn scrapes dcgm-exporter endpoints itself.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScrapeSource {
+    /// `host:port` (scraped at `<scheme>://host:port<metrics_path>`) or
+    /// full URLs.
+    #[serde(default)]
+    pub targets: Vec<String>,
+    /// A Prometheus `file_sd` file (JSON or YAML list of `{targets,
+    /// labels}`), re-read when it changes.
+    pub file_sd: Option<PathBuf>,
+    /// Time between two scrapes of a target. Default 30 s.
+    pub interval: Option<ConfigDuration>,
+    /// A scrape not answered within this is a failed one. Default 10 s
+    /// (capped at `interval`).
+    pub timeout: Option<ConfigDuration>,
+    /// `http` (default) or `https`.
+    #[serde(default = "default_scheme")]
+    pub scheme: String,
+    /// Default `/metrics`.
+    #[serde(default = "default_metrics_path")]
+    pub metrics_path: String,
+    /// Undecodable input goes here (JSON lines with the reason).
+    pub dead_letter_file: Option<PathBuf>,
+}
+
+fn default_scheme() -> String {
+    "http".into()
+}
+
+fn default_metrics_path() -> String {
+    "/metrics".into()
+}
+
 /// Source kinds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceKind {
+    RemoteWrite,
+    Scrape(crate::sources::scrape::ScrapeSettings),
     Simulator {
         gpus: usize,
         seed: u64,
@@ -228,6 +278,8 @@ impl RawSource {
             RawSource::Simulator(s) => s.dead_letter_file.as_ref(),
             RawSource::Kafka(k) => k.dead_letter_file.as_ref(),
             RawSource::Files(f) => f.dead_letter_file.as_ref(),
+            RawSource::RemoteWrite(r) => r.dead_letter_file.as_ref(),
+            RawSource::Scrape(s) => s.dead_letter_file.as_ref(),
         }
     }
 
@@ -246,6 +298,8 @@ impl RawSource {
                 }
                 Ok(SourceKind::Files(f.files.clone()))
             }
+            RawSource::RemoteWrite(_) => Ok(SourceKind::RemoteWrite),
+            RawSource::Scrape(s) => s.validate(),
         }
     }
 }
@@ -290,6 +344,51 @@ impl SimulatorSource {
             speed: self.speed,
             interval_s,
         })
+    }
+}
+
+impl ScrapeSource {
+    fn validate(&self) -> Result<SourceKind, ConfigError> {
+        use crate::sources::scrape::{ScrapeSettings, target_url};
+        if self.targets.is_empty() && self.file_sd.is_none() {
+            return Err(err(
+                &key("targets"),
+                "type = \"scrape\" needs targets = [\"host:port\", ...] and/or file_sd = \"path\"",
+            ));
+        }
+        if !matches!(self.scheme.as_str(), "http" | "https") {
+            return Err(err(&key("scheme"), "must be \"http\" or \"https\""));
+        }
+        if !self.metrics_path.starts_with('/') {
+            return Err(err(&key("metrics_path"), "must start with '/'"));
+        }
+        let mut targets = Vec::new();
+        for t in &self.targets {
+            let url = target_url(t, &self.scheme, &self.metrics_path)
+                .map_err(|why| err(&key("targets"), format!("{t:?}: {why}")))?;
+            targets.push(url);
+        }
+        let interval = self
+            .interval
+            .map_or(std::time::Duration::from_secs(30), |d| d.0);
+        if interval < std::time::Duration::from_millis(100) {
+            return Err(err(&key("interval"), "must be at least \"100ms\""));
+        }
+        let timeout = self
+            .timeout
+            .map_or(std::time::Duration::from_secs(10), |d| d.0)
+            .min(interval);
+        if timeout.is_zero() {
+            return Err(err(&key("timeout"), "must be above zero"));
+        }
+        Ok(SourceKind::Scrape(ScrapeSettings {
+            targets,
+            file_sd: self.file_sd.clone(),
+            interval,
+            timeout,
+            scheme: self.scheme.clone(),
+            metrics_path: self.metrics_path.clone(),
+        }))
     }
 }
 

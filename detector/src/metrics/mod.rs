@@ -40,8 +40,16 @@ pub const SOURCE_PAUSES: &str = "forewarn_source_pauses_total";
 pub const COMPONENT_UP: &str = "forewarn_component_up";
 pub const KAFKA_BROKER_UP: &str = "forewarn_kafka_broker_up";
 
+/// Metrics a source keeps itself (remote-write requests, scrape targets),
+/// rendered as exposition text and appended to the page.
+pub trait SourceMetrics: Send + Sync + std::fmt::Debug {
+    fn render(&self) -> String;
+}
+
 #[derive(Debug)]
 pub struct Metrics {
+    /// The running source's own metrics, if it keeps any.
+    pub source: std::sync::OnceLock<std::sync::Arc<dyn SourceMetrics>>,
     pub samples_in: AtomicU64,
     pub assessments: AtomicU64,
     pub gpus: AtomicU64,
@@ -69,6 +77,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
+            source: std::sync::OnceLock::new(),
             samples_in: AtomicU64::new(0),
             assessments: AtomicU64::new(0),
             gpus: AtomicU64::new(0),
@@ -283,7 +292,11 @@ impl Metrics {
         if let Some(s) = sinks {
             render_sinks(&p, s);
         }
-        p.text()
+        let mut text = p.text();
+        if let Some(source) = self.source.get() {
+            text.push_str(&source.render());
+        }
+        text
     }
 }
 

@@ -9,6 +9,8 @@
 
 pub mod file;
 pub mod kafka;
+pub mod remote_write;
+pub mod scrape;
 pub mod simulator;
 
 use std::collections::BTreeMap;
@@ -121,6 +123,23 @@ impl DeadLetters {
         });
         self.lock()
             .write(reason, error, "pipeline", &payload.to_string());
+    }
+
+    /// Records a whole input that could not be decoded at all (a
+    /// remote-write body that is not snappy or not protobuf): counted
+    /// under `reason`, written with the payload cut at 4 KiB (lossy UTF-8).
+    pub fn unit(
+        &self,
+        state: &State,
+        reason: &'static str,
+        error: &str,
+        source: &str,
+        payload: &[u8],
+    ) {
+        state.metrics.decode_error(reason);
+        let payload = &payload[..payload.len().min(4096)];
+        self.lock()
+            .write(reason, error, source, &String::from_utf8_lossy(payload));
     }
 
     pub fn flush(&mut self) {

@@ -19,6 +19,7 @@ pub mod limits;
 pub mod native;
 pub mod nvsmi;
 pub mod prom;
+pub mod series;
 mod value;
 
 pub use decoder::{ASSEMBLY_WAIT_MS, Decoded, Decoder, Position, decode};

@@ -46,7 +46,7 @@ pub fn decode_into(bytes: &[u8], default_ts_ms: i64, out: &mut DecodeOutput) {
 /// one GPU with a new timestamp on every line (a scan of the GPU's
 /// timestamps made that quadratic: a hang on a large scrape file).
 #[derive(Default)]
-struct Index(HashMap<Box<str>, FxHashMap<i64, usize>>);
+pub(super) struct Index(HashMap<Box<str>, FxHashMap<i64, usize>>);
 
 impl Index {
     fn slot(&mut self, gpu: &str, ts: i64, out: &mut DecodeOutput) -> usize {
@@ -68,27 +68,42 @@ fn decode_line(
     out: &mut DecodeOutput,
 ) -> Result<(), String> {
     let parsed = parse_line(line)?;
+    let labels = parsed.labels.iter().map(|(k, v)| (*k, v.as_str()));
+    let ts = parsed.ts_ms.unwrap_or(default_ts);
+    decode_series(parsed.name, labels, parsed.value, ts, first, index, out)
+}
+
+/// One labelled value of metric `name` at `ts` into its GPU's sample: the
+/// label mapping shared with remote-write ([`super::series`]).
+pub(super) fn decode_series<'a>(
+    name: &str,
+    labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+    value: f64,
+    ts: i64,
+    first: usize,
+    index: &mut Index,
+    out: &mut DecodeOutput,
+) -> Result<(), String> {
     let mut gpu = None;
     let (mut host, mut model, mut rack, mut cluster) = (None, None, None, None);
     let (mut hpc_job, mut pod, mut namespace, mut xid) = (None, None, None, None);
-    for (k, v) in &parsed.labels {
-        match *k {
-            "UUID" | "uuid" => gpu = Some(v.as_str()),
-            "Hostname" | "hostname" => host = Some(v.as_str()),
-            "modelName" | "model_name" => model = Some(v.as_str()),
-            "rack" => rack = Some(v.as_str()),
-            "cluster" => cluster = Some(v.as_str()),
-            "hpc_job" => hpc_job = Some(v.as_str()),
-            "pod" | "pod_name" => pod = Some(v.as_str()),
-            "namespace" | "pod_namespace" => namespace = Some(v.as_str()),
-            "xid" => xid = Some(v.as_str()),
+    for (k, v) in labels {
+        match k {
+            "UUID" | "uuid" => gpu = Some(v),
+            "Hostname" | "hostname" => host = Some(v),
+            "modelName" | "model_name" => model = Some(v),
+            "rack" => rack = Some(v),
+            "cluster" => cluster = Some(v),
+            "hpc_job" => hpc_job = Some(v),
+            "pod" | "pod_name" => pod = Some(v),
+            "namespace" | "pod_namespace" => namespace = Some(v),
+            "xid" => xid = Some(v),
             _ => {}
         }
     }
     let Some(gpu) = gpu.filter(|g| !g.is_empty()) else {
         return Ok(());
     };
-    let ts = parsed.ts_ms.unwrap_or(default_ts);
     let idx = index.slot(gpu, ts, out);
     let s = &mut out.samples[idx];
     let set = |slot: &mut Option<Arc<str>>, v: Option<&str>| {
@@ -104,11 +119,11 @@ fn decode_line(
     let job = hpc_job.filter(|j| *j != "0").or(pod).or(namespace);
     set(&mut s.topo.job, job);
 
-    let v = parsed.value;
+    let v = value;
     if v.is_nan() {
         return Ok(()); // Prometheus' way of saying "no value"
     }
-    match Field::from_name(parsed.name) {
+    match Field::from_name(name) {
         Some(field) => match validate(idx - first, field, v) {
             Ok(Some(v)) => s.metrics.set(field, v),
             Ok(None) => {}
@@ -116,8 +131,8 @@ fn decode_line(
         },
         None if v.is_finite() && !is_blank_sentinel(v) => {
             let name = match xid {
-                Some(x) => format!("{}{{xid=\"{x}\"}}", parsed.name),
-                None => parsed.name.to_string(),
+                Some(x) => format!("{name}{{xid=\"{x}\"}}"),
+                None => name.to_string(),
             };
             s.extra.push((name.into(), v));
         }

@@ -19,7 +19,7 @@ use crate::checkpoint::Offsets;
 use crate::config::{Config, RawConfig, SourceKind};
 use crate::pipeline::Pipeline;
 use crate::reload::ModelSlot;
-use crate::sources::{DeadLetters, file, kafka, simulator};
+use crate::sources::{DeadLetters, file, kafka, remote_write, simulator};
 
 use crate::state::{SharedState, State};
 
@@ -165,8 +165,12 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     pipeline.set_max_gpus(cfg.max_gpus);
     // Kafka is live telemetry: nothing may be ahead of the wall clock. The
     // simulator runs ahead of it on purpose (--speed), files are history.
-    pipeline.set_live(matches!(cfg.source, SourceKind::Kafka(_)));
+    pipeline.set_live(matches!(
+        cfg.source,
+        SourceKind::Kafka(_) | SourceKind::RemoteWrite | SourceKind::Scrape(_)
+    ));
     let dead = DeadLetters::open(cfg.dead_letter_file.as_deref())?;
+    let wired = remote_write::wire(&cfg.source, &state, &dead, &shutdown);
     pipeline.set_dead_letters(dead.clone());
     let handle = pipeline.handle();
     let app = AppState {
@@ -204,6 +208,7 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     state.health.register(SOURCE, true);
     let source = {
         let (sd, state, cfg) = (shutdown.clone(), state.clone(), cfg.clone());
+        let rx = wired.rx;
         std::thread::Builder::new()
             .name("source".into())
             .spawn(move || -> anyhow::Result<()> {
@@ -213,7 +218,7 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
                     name: SOURCE.to_owned(),
                 };
                 let mut dead = dead;
-                let result = run_source(&cfg, resume, &state, &sd, &mut dead, &mut pipeline)
+                let result = run_source(&cfg, resume, &state, &sd, &mut dead, &mut pipeline, rx)
                     .and_then(|()| {
                         let (summary, _) = pipeline.finish()?;
                         tracing::info!(
@@ -237,10 +242,13 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     }
 
     state.health.register(REST, true);
-    let served =
-        crate::api::server::serve(listener, &cfg.api, crate::api::app(app), shutdown.clone())
-            .await
-            .context("serving REST");
+    let mut router = crate::api::app(app);
+    if let Some(rw) = wired.api {
+        router = router.layer(axum::Extension(rw));
+    }
+    let served = crate::api::server::serve(listener, &cfg.api, router, shutdown.clone())
+        .await
+        .context("serving REST");
     if let Err(e) = &served {
         state.health.down(REST, format!("{e:#}"));
     }
@@ -295,6 +303,7 @@ fn run_source(
     shutdown: &CancellationToken,
     dead: &mut DeadLetters,
     pipeline: &mut Pipeline,
+    queue: Option<std::sync::mpsc::Receiver<Vec<features::Sample>>>,
 ) -> anyhow::Result<()> {
     match &cfg.source {
         SourceKind::Simulator {
@@ -331,6 +340,12 @@ fn run_source(
                     resume,
                 });
             kafka::run(k, policy, state, shutdown, dead, pipeline)?;
+        }
+        SourceKind::RemoteWrite | SourceKind::Scrape(_) => {
+            let rx = queue.context("the source's queue was not set up")?;
+            let assemble = matches!(cfg.source, SourceKind::RemoteWrite)
+                .then_some(remote_write::ASSEMBLY_WAIT_MS);
+            remote_write::drain(&rx, state, shutdown, pipeline, assemble)?;
         }
     }
     Ok(())
