@@ -20,6 +20,8 @@ scripts/broker.sh install
 scripts/tls.sh install
 # Alertmanager and amtool for the silences and forwarding tests.
 scripts/alertmanager.sh install
+# Prometheus for the remote-write and deploy-rule tests.
+scripts/prometheus.sh install
 export FOREWARN_REQUIRE_BROKER=1
 
 # The end-to-end tests run the real `forewarn` binary. `cargo test` builds
