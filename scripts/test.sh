@@ -14,8 +14,25 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/forewarn/target}"
 export FOREWARN_TOOLS="${FOREWARN_TOOLS:-$HOME/.cache/forewarn/tools}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-# The Kafka end-to-end test runs against tansu; here it must not skip.
-scripts/broker.sh install
+# What a fresh machine may lack beyond the Rust toolchain: a C toolchain,
+# perl and make (librdkafka, OpenSSL and tansu's SQLite build from source),
+# node and npm (the browser test's playwright-core).
+missing=()
+for tool in cc make perl; do command -v "$tool" >/dev/null || missing+=(build-essential perl); done
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "== installing ${missing[*]} (apt-get)"
+    [ "$(id -u)" -eq 0 ] || { echo "test.sh: missing ${missing[*]}; run as root or install them" >&2; exit 1; }
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+fi
+
+# The Kafka end-to-end test runs against tansu; here it must not skip. On a
+# fresh machine its build (~15 min) runs beside the workspace's: both have
+# long single-threaded stretches (big crates, linking) that leave a core idle.
+broker_log="$(mktemp)"
+scripts/broker.sh install >"$broker_log" 2>&1 &
+broker_pid=$!
 # TLS in front of the broker for the secure-Kafka test (stunnel, openssl).
 scripts/tls.sh install
 # Alertmanager and amtool for the silences and forwarding tests.
@@ -34,6 +51,15 @@ cargo build -p detector --bin forewarn
 # The alerting rules and dashboard in deploy/ through promtool (installs
 # Debian's prometheus package for it when missing).
 scripts/deploy-check.sh
+
+echo "== waiting for the broker's install"
+if ! wait "$broker_pid"; then
+    cat "$broker_log" >&2
+    echo "test.sh: installing the broker failed" >&2
+    exit 1
+fi
+tail -n 3 "$broker_log"
+rm -f "$broker_log"
 
 echo "== cargo test --workspace"
 cargo test --workspace --no-fail-fast
