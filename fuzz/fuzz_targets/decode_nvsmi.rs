@@ -1,15 +1,11 @@
 //! Fuzz target: the `nvidia-smi --query-gpu … --format=csv` decoder. No
 //! input may panic; a sample never comes without its GPU id.
+//!
+//! The body is `bodies/decode_nvsmi.rs`, shared with the corpus replay test
+//! (`tests/fuzz_replay.rs`), which runs every committed input in CI.
 #![no_main]
 
-use features::DecodeOutput;
-use features::decode::nvsmi;
-use libfuzzer_sys::fuzz_target;
+#[path = "bodies/decode_nvsmi.rs"]
+mod body;
 
-fuzz_target!(|data: &[u8]| {
-    let mut out = DecodeOutput::default();
-    nvsmi::decode_into(data, &mut out);
-    for s in &out.samples {
-        assert!(!s.gpu.is_empty(), "a sample without a GPU id");
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| body::run(data));

@@ -1,21 +1,12 @@
 //! Fuzz target: the dcgm-exporter Prometheus text decoder. No input may
 //! panic; decoding is deterministic (the same bytes twice give the same
 //! samples and errors).
+//!
+//! The body is `bodies/decode_prom.rs`, shared with the corpus replay test
+//! (`tests/fuzz_replay.rs`), which runs every committed input in CI.
 #![no_main]
 
-use features::DecodeOutput;
-use features::decode::prom;
-use libfuzzer_sys::fuzz_target;
+#[path = "bodies/decode_prom.rs"]
+mod body;
 
-/// Event time of a scrape without timestamps (2026-01-01T00:00:00Z).
-const DEFAULT_TS_MS: i64 = 1_767_225_600_000;
-
-fuzz_target!(|data: &[u8]| {
-    let mut out = DecodeOutput::default();
-    prom::decode_into(data, DEFAULT_TS_MS, &mut out);
-    let (n, errors) = (out.samples.len(), out.errors.clone());
-    out.clear();
-    prom::decode_into(data, DEFAULT_TS_MS, &mut out);
-    assert_eq!(out.samples.len(), n);
-    assert_eq!(out.errors, errors);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| body::run(data));
