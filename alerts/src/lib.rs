@@ -70,7 +70,7 @@ pub use delivery::RetryPolicy;
 pub use dirlock::{DirLock, LockError};
 pub use engine::{AlertEngine, Observation};
 pub use outbox::{Outbox, OutboxError};
-pub use pipeline::{AlertRouter, AlertSystem, Config, RawConfig, StartError};
+pub use pipeline::{AlertRouter, AlertSystem, Base, Config, RawConfig, StartError};
 pub use route::{Dispatcher, Notification, Router, RouterSnapshot};
 pub use silence::{Silence, SilenceBody, SilenceError, SilenceState};
 pub use sinks::{Outcome, Sink, SinkError};

@@ -27,10 +27,27 @@ use crate::sinks::{Sink, SinkError};
 use crate::snapshot::{EngineSnapshot, SnapshotError};
 use crate::time::duration_ms;
 
+/// What an `[alerts]` table of `forewarn.toml` layers over (see
+/// `docs/alerts.md`, "Layering"). The alerts crate itself reads one table
+/// as it is; the layering is the detector's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Base {
+    /// The built-in policy: the table's keys override its keys.
+    #[default]
+    Builtin,
+    /// Nothing: the table is the whole policy.
+    None,
+}
+
 /// The alerts config file (see `docs/alerts.md`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
+    /// What this table layers over in `forewarn.toml`: `"builtin"`
+    /// (default) or `"none"` (start from nothing).
+    #[serde(default)]
+    pub base: Base,
     /// Lifecycle rules (`[lifecycle.default]`, `[lifecycle.kinds.<kind>]`).
     #[serde(default)]
     pub lifecycle: RawLifecycle,
@@ -43,9 +60,11 @@ pub struct RawConfig {
     /// Inhibition rules.
     #[serde(default)]
     pub inhibit_rules: Vec<RawInhibitRule>,
-    /// Routing tree.
+    /// Routing tree (its root needs a `receiver`).
+    #[serde(default)]
     pub route: RawRoute,
     /// Receivers named by routes.
+    #[serde(default)]
     pub receivers: Vec<RawReceiver>,
     /// Outbox and retry settings.
     #[serde(default)]

@@ -45,6 +45,8 @@ pub enum Command {
     Train(crate::commands::train::TrainArgs),
     /// Evaluate a failure model on feature exports: Markdown report and plots.
     Evaluate(crate::commands::evaluate::EvaluateArgs),
+    /// Check a config file and print the effective configuration.
+    Config(crate::commands::config::ConfigArgs),
 }
 
 /// Sets up `tracing` to stderr, text or JSON.

@@ -44,6 +44,13 @@ pub struct GpuView {
     pub history: VecDeque<(i64, f32)>,
 }
 
+/// Whether `a` was made for a GPU that stopped reporting (state `silent`,
+/// or `failing` for a hard-failed GPU that went quiet: its reasons carry
+/// `last_seen`), not from its telemetry.
+fn quiet(a: &Assessment) -> bool {
+    a.state == HealthState::Silent || a.reasons.iter().any(|r| r.signal == "last_seen")
+}
+
 impl GpuView {
     fn first(a: &Assessment) -> GpuView {
         let mut history = VecDeque::with_capacity(HISTORY_LEN);
@@ -59,7 +66,7 @@ impl GpuView {
     /// highest risk), last seen only when the GPU reported.
     fn advance(&mut self, a: &Assessment) {
         self.latest = a.clone();
-        if a.state != HealthState::Silent {
+        if !quiet(a) {
             self.last_seen_ms = a.ts_ms;
         }
         let due = self

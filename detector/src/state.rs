@@ -129,6 +129,8 @@ pub struct SharedState {
     pub ready: AtomicBool,
     /// Silences known to the alert engine (published on every change).
     pub silences: RwLock<Vec<alerts::Silence>>,
+    /// The inhibition rules in force (`GET /v1/alerts` marks inhibited alerts).
+    pub inhibit_rules: RwLock<Vec<alerts::config::InhibitRule>>,
     /// The alert engine's clock (event time, epoch ms; `i64::MIN` before
     /// the first sample): what "now" is for silences.
     clock_ms: AtomicI64,
@@ -148,6 +150,7 @@ impl SharedState {
             metrics: Metrics::default(),
             ready: AtomicBool::new(false),
             silences: RwLock::new(Vec::new()),
+            inhibit_rules: RwLock::new(Vec::new()),
             clock_ms: AtomicI64::new(i64::MIN),
             model: RwLock::new(ModelStatus::builtin()),
             health: crate::health::Health::default(),

@@ -1,8 +1,11 @@
 //! `[[receivers]]`: one table per receiver, tagged by `type`
-//! (`pagerduty`, `slack`, `alertmanager`, `webhook`, `file`). Secrets are
-//! never written inline: `routing_key = { env = "PD_KEY" }` or
-//! `{ file = "/run/secrets/pd" }`; only URLs that are not secrets
-//! (Alertmanager, a generic webhook) may use `{ value = "http://..." }`.
+//! (`pagerduty`, `slack`, `alertmanager`, `webhook`, `file`). Every URL and
+//! key has one type, [`RawSecret`]: `{ env = "VAR" }`, `{ file = "/path" }`,
+//! `{ value = "http://..." }` or a plain string (the same as `value`).
+//! Secrets are never written inline: a routing key or a Slack webhook URL
+//! must come from `env` or `file`; URLs that are not secrets (PagerDuty's
+//! endpoint, Alertmanager, a generic webhook) may be inline, and an inline
+//! URL must be an `http(s)://` URL.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,9 +19,9 @@ use crate::secret::SecretSource;
 /// second; 10 s rides out a slow proxy without stalling the queue for long.
 const DEFAULT_TIMEOUT: &str = "10s";
 
-/// Where a URL or key comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "snake_case")]
+/// Where a URL or key comes from: `{ env = .. }`, `{ file = .. }`,
+/// `{ value = .. }`, or a plain string (inline, as `value`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RawSecret {
     /// Environment variable.
     Env(String),
@@ -26,6 +29,45 @@ pub enum RawSecret {
     File(PathBuf),
     /// Inline value (not allowed for routing keys and Slack webhook URLs).
     Value(String),
+}
+
+/// The table form of [`RawSecret`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+enum SecretTable {
+    Env(String),
+    File(PathBuf),
+    Value(String),
+}
+
+impl<'de> Deserialize<'de> for RawSecret {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = RawSecret;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a URL string, or one of { env = \"VAR\" }, { file = \"/path\" }, { value = \"...\" }",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawSecret, E> {
+                Ok(RawSecret::Value(v.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawSecret, A::Error> {
+                let t =
+                    SecretTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(match t {
+                    SecretTable::Env(v) => RawSecret::Env(v),
+                    SecretTable::File(p) => RawSecret::File(p),
+                    SecretTable::Value(v) => RawSecret::Value(v),
+                })
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 /// One receiver as written.
@@ -51,7 +93,7 @@ pub struct RawPagerDuty {
     /// Receiver name used by routes.
     pub name: String,
     /// Events API endpoint. Default `https://events.pagerduty.com/v2/enqueue`.
-    pub url: Option<String>,
+    pub url: Option<RawSecret>,
     /// Integration (routing) key: `{ env = ".." }` or `{ file = ".." }`.
     pub routing_key: RawSecret,
     /// Link attached to triggers; `{label}` placeholders are filled from the
@@ -218,15 +260,32 @@ pub enum ReceiverKind {
     },
 }
 
+/// `inline_ok`: the value is a URL that is not a secret, which may be
+/// written inline; it is then checked to be an `http(s)://` URL.
 fn source(key: &str, raw: &RawSecret, inline_ok: bool) -> Result<SecretSource, ConfigError> {
     match raw {
         RawSecret::Env(v) => Ok(SecretSource::Env(v.clone())),
         RawSecret::File(p) => Ok(SecretSource::File(p.clone())),
-        RawSecret::Value(v) if inline_ok => Ok(SecretSource::Value(v.clone())),
+        RawSecret::Value(v) if inline_ok => {
+            check_url(v).map_err(|problem| ConfigError::new(key, problem))?;
+            Ok(SecretSource::Value(v.clone()))
+        }
         RawSecret::Value(_) => Err(ConfigError::new(
             key,
             "a secret must come from { env = .. } or { file = .. }",
         )),
+    }
+}
+
+/// Whether `text` is an absolute `http` or `https` URL with a host.
+pub fn check_url(text: &str) -> Result<(), String> {
+    match reqwest::Url::parse(text) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
+        Ok(u) => Err(format!(
+            "{text:?} is not an http(s) URL (scheme {:?})",
+            u.scheme()
+        )),
+        Err(e) => Err(format!("{text:?} is not a URL: {e}")),
     }
 }
 
@@ -288,14 +347,16 @@ impl RawReceiver {
                         PdSeverity::Info,
                     )?,
                 ];
-                let url = r
-                    .url
-                    .clone()
-                    .unwrap_or_else(|| "https://events.pagerduty.com/v2/enqueue".to_owned());
+                let url = match &r.url {
+                    Some(u) => source(&format!("{key}.url"), u, true)?,
+                    None => {
+                        SecretSource::Value("https://events.pagerduty.com/v2/enqueue".to_owned())
+                    }
+                };
                 (
                     timeout(&r.timeout)?,
                     ReceiverKind::PagerDuty {
-                        url: SecretSource::Value(url),
+                        url,
                         routing_key: source(&format!("{key}.routing_key"), &r.routing_key, false)?,
                         link_template: r.link_template.clone(),
                         severity_map,

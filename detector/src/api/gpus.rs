@@ -1,4 +1,4 @@
-//! `/v1/gpus`, `/v1/gpus/{uuid}`, `/v1/fleet`, `/v1/alerts`.
+//! `/v1/gpus`, `/v1/gpus/{uuid}`, `/v1/fleet` (`/v1/alerts`: `alert_list.rs`).
 
 use std::collections::BTreeMap;
 
@@ -219,45 +219,4 @@ pub async fn fleet(AxState(state): AxState<AppState>) -> Result<Json<Value>, Api
     Ok(Json(
         json!({ "gpus": gpus.len(), "states": per_state, "racks": racks, "model_version": state.model_version() }),
     ))
-}
-
-#[derive(Debug, Deserialize, Default, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct AlertQuery {
-    /// `active` (default) or `recent`.
-    #[param(pattern = "^(active|recent)$")]
-    view: Option<String>,
-}
-
-/// Active alerts (or the recent events with view=recent), in the alert
-/// contract's shape.
-#[utoipa::path(get, path = "/v1/alerts", params(AlertQuery), responses((status = 200, description = "{total, items}")))]
-pub async fn alerts(
-    AxState(state): AxState<AppState>,
-    Query(q): Query<AlertQuery>,
-) -> Result<Json<Value>, ApiError> {
-    let view = state
-        .alerts
-        .read()
-        .map_err(|_| ApiError::Internal("alert lock poisoned".into()))?;
-    let items: Vec<Value> = match q.view.as_deref() {
-        None | Some("active") => view
-            .active
-            .values()
-            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
-            .collect(),
-        Some("recent") => view
-            .recent
-            .iter()
-            .rev()
-            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
-            .collect(),
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "view={other:?}: expected active or recent"
-            )));
-        }
-    };
-    Ok(Json(json!({ "total": items.len(), "items": items })))
 }

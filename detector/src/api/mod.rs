@@ -12,6 +12,7 @@
 //! outbox's delivery counters, the admin settings).
 
 mod admin;
+mod alert_list;
 mod am_silences;
 mod app_state;
 mod error;
@@ -76,7 +77,7 @@ fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(gpus::list))
         .routes(routes!(gpus::one))
         .routes(routes!(gpus::fleet))
-        .routes(routes!(gpus::alerts))
+        .routes(routes!(alert_list::alerts))
         .routes(routes!(admin::list_silences, admin::add_silence))
         .routes(routes!(admin::expire_silence))
         .routes(routes!(am_silences::list, am_silences::post))

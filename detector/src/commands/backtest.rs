@@ -115,7 +115,8 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
     let model = crate::commands::train::load_model(args.model.as_deref())?;
     let mut dead = DeadLetters::open(args.dead_letter.as_deref())?;
     let started = Instant::now();
-    let pb = crate::progress::bar(0, "samples");
+    // Text and JSON inputs have no row count up front: a counter with its rate.
+    let pb = crate::progress::counter("samples");
     let opts = file::ReadOptions {
         scrape_time_ms: args.scrape_time,
     };

@@ -49,8 +49,9 @@ pub struct FeaturesArgs {
     /// Output Parquet file.
     #[arg(long, default_value = "features.parquet")]
     pub out: PathBuf,
-    /// Feature-stage configuration as JSON (`FeatureConfig`; missing
-    /// fields take their defaults).
+    /// The service's config (`forewarn.toml`, as `serve --config`): its
+    /// `[features]` table sets the feature stage, so exported features match
+    /// what the service computes. Default: the built-in settings.
     #[arg(long)]
     pub config: Option<PathBuf>,
 }
@@ -58,12 +59,7 @@ pub struct FeaturesArgs {
 /// Runs `forewarn features`.
 pub fn run(args: &FeaturesArgs) -> anyhow::Result<()> {
     let cfg = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            serde_json::from_str::<FeatureConfig>(&text)
-                .with_context(|| format!("parsing feature config {}", path.display()))?
-        }
+        Some(_) => crate::config::RawConfig::load(args.config.as_deref())?.features,
         None => FeatureConfig::default(),
     };
     let mut engine = FeatureEngine::new(cfg).context("invalid feature config")?;

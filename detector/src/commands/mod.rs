@@ -2,6 +2,7 @@
 //! a `run(&Args)`; shared machinery lives in the crate's other modules.
 
 pub mod backtest;
+pub mod config;
 pub mod evaluate;
 pub mod features;
 pub mod replay;

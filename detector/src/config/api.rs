@@ -237,12 +237,13 @@ mod tests {
             let e = api(text).expect_err(text);
             assert_eq!(e.key, key, "{text}: {e}");
         }
-        for unknown in [
-            "[api]\nheader_timeout = \"1s\"\n",
-            "[api]\nrequest_timeout = \"soon\"\n",
+        for (unknown, key) in [
+            ("[api]\nheader_timeout = \"1s\"\n", "api.header_timeout"),
+            ("[api]\nrequest_timeout = \"soon\"\n", "api.request_timeout"),
         ] {
             let e = RawConfig::from_toml(unknown).expect_err(unknown);
-            assert_eq!(e.key, "config", "{unknown}");
+            assert_eq!(e.key, key, "{unknown}");
+            assert_eq!(e.at.map(|a| a.0), Some(2), "{unknown}");
         }
     }
 }

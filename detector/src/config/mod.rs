@@ -4,7 +4,9 @@
 //! next to its field. [`RawConfig::validate`] checks what the types cannot
 //! say (ranges, cross-field rules), with no I/O and errors that name the
 //! full key, and builds the [`Config`] the commands run with. An annotated
-//! example is `docs/forewarn.example.toml`.
+//! example is `docs/forewarn.example.toml`. Every error names its key path
+//! and, where the file has the key, its line and column (`locate.rs`); the
+//! `[alerts]` table layers over the built-in policy (`layer.rs`).
 //!
 //! Layout: `source.rs` (the `[source]` variants), `sections.rs` (pipeline,
 //! checkpoint, export, models), `api.rs` (the REST API), `feature_stage.rs` (the feature stage's
@@ -21,6 +23,8 @@ mod api;
 mod duration;
 mod error;
 mod feature_stage;
+pub mod layer;
+pub mod locate;
 mod sections;
 mod source;
 #[cfg(test)]
@@ -34,8 +38,7 @@ pub use feature_stage::RawFeatures;
 pub use sections::{RawCheckpoint, RawExport, RawModels, RawPipeline};
 pub use source::{FileSource, KafkaSource, RawSource, SimulatorSource, SourceKind};
 
-/// The alert policy used when the file has no `[alerts]` table.
-pub const DEFAULT_ALERTS: &str = include_str!("default_alerts.toml");
+pub use layer::DEFAULT_ALERTS;
 
 /// The file as written. Every table is optional.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -50,10 +53,17 @@ pub struct RawConfig {
     /// Feature-stage knobs (see `features::FeatureConfig`).
     #[serde(default)]
     pub features: RawFeatures,
-    /// Alert policy, routes and receivers (see `docs/alerts.md`). None:
-    /// [`DEFAULT_ALERTS`], the built-in policy writing
-    /// `forewarn-alerts.jsonl`.
+    /// Alert policy, routes and receivers (see `docs/alerts.md`), layered
+    /// over [`DEFAULT_ALERTS`], the built-in policy writing
+    /// `forewarn-alerts.jsonl` (`base = "none"`: not layered). Parsed typed
+    /// here so that its errors have lines; the layering reads
+    /// [`RawConfig::alerts_table`].
     pub alerts: Option<alerts::RawConfig>,
+    /// The `[alerts]` table as written, for the layering (set by
+    /// [`RawConfig::from_toml`]; a config built in code with `alerts` set and
+    /// no table uses `alerts` as the whole policy).
+    #[serde(skip)]
+    pub alerts_table: Option<toml::Table>,
     /// REST API.
     #[serde(default)]
     pub api: RawApi,
@@ -104,10 +114,74 @@ pub struct Config {
 }
 
 impl RawConfig {
-    /// Parses TOML text. The message says where (line, column, the line
-    /// itself) and, for `[source]`, which key.
+    /// Parses TOML text. The error names the key path and its line and
+    /// column.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| err("config", e.to_string().trim_end()))
+        let mut raw: RawConfig = toml::from_str(text).map_err(|e| parse_error(&e, text))?;
+        if raw.alerts.is_some() {
+            let mut doc: toml::Table = toml::from_str(text).map_err(|e| parse_error(&e, text))?;
+            raw.alerts_table = match doc.remove("alerts") {
+                Some(toml::Value::Table(t)) => Some(t),
+                _ => None,
+            };
+        }
+        Ok(raw)
+    }
+
+    /// Parses and validates `text`; every error placed in the text.
+    pub fn parse_and_validate(text: &str) -> Result<Config, ConfigError> {
+        let located = locate::Located::new(text);
+        Self::from_toml(text)?
+            .validate()
+            .map_err(|e| e.locate(&located))
+    }
+
+    /// A key of the layered alert policy as the file names it: the
+    /// layered `receivers[N]` is the file's `receivers[M]` of the same
+    /// name, or `receivers[N] (built-in)`.
+    pub fn alert_key(&self, key: &str) -> String {
+        let Some(rest) = key.strip_prefix("receivers[") else {
+            return key.to_owned();
+        };
+        let Some((index, tail)) = rest.split_once(']') else {
+            return key.to_owned();
+        };
+        let (Ok(n), Some(user)) = (index.parse::<usize>(), &self.alerts_table) else {
+            return key.to_owned();
+        };
+        let name_of = |v: &toml::Value| {
+            v.get("name")
+                .and_then(toml::Value::as_str)
+                .map(str::to_owned)
+        };
+        let layered = layer::layered(Some(user)).ok();
+        let name = layered
+            .as_ref()
+            .and_then(|t| t.get("receivers"))
+            .and_then(toml::Value::as_array)
+            .and_then(|a| a.get(n))
+            .and_then(name_of);
+        let mine = user
+            .get("receivers")
+            .and_then(toml::Value::as_array)
+            .and_then(|a| a.iter().position(|r| name.is_some() && name_of(r) == name));
+        match mine {
+            Some(m) => format!("receivers[{m}]{tail}"),
+            None if self.alerts_table.is_some() && name.is_some() => {
+                format!("receivers[{n}]{tail} (built-in)")
+            }
+            None => key.to_owned(),
+        }
+    }
+
+    /// The alert policy in force: the `[alerts]` table over the built-in
+    /// one (see `layer.rs`).
+    pub fn effective_alerts(&self) -> Result<alerts::RawConfig, ConfigError> {
+        match (&self.alerts_table, &self.alerts) {
+            (Some(t), _) => layer::effective(Some(t)),
+            (None, Some(a)) => Ok(a.clone()),
+            (None, None) => layer::effective(None),
+        }
     }
 
     /// Checks what the types cannot say; no I/O.
@@ -115,14 +189,10 @@ impl RawConfig {
         let source = self.source.validate()?;
         self.pipeline.validate()?;
         let features = self.features.validate()?;
-        let raw_alerts = match &self.alerts {
-            Some(a) => a.clone(),
-            None => alerts::RawConfig::from_toml(DEFAULT_ALERTS)
-                .map_err(|e| err("alerts (built-in default)", e.to_string()))?,
-        };
-        let alerts = raw_alerts
+        let alerts = self
+            .effective_alerts()?
             .validate()
-            .map_err(|e| err("alerts", e.to_string()))?;
+            .map_err(|e| err(&format!("alerts.{}", self.alert_key(&e.key)), e.problem))?;
         // Kafka offsets are committed only after a checkpoint, so that
         // source checkpoints unless told where; the others replay from the
         // start anyway.
@@ -162,15 +232,52 @@ impl RawConfig {
 
     /// Reads and validates a file, or the defaults when `path` is `None`.
     pub fn load(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
-        let raw = match path {
+        match path {
             Some(p) => {
                 let text = std::fs::read_to_string(p)
                     .map_err(|e| anyhow::anyhow!("reading config {}: {e}", p.display()))?;
-                RawConfig::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
+                RawConfig::parse_and_validate(&text)
+                    .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", p.display()))
             }
-            None => RawConfig::default(),
-        };
-        raw.validate()
-            .map_err(|e| anyhow::anyhow!("invalid config: {e}"))
+            None => RawConfig::default()
+                .validate()
+                .map_err(|e| anyhow::anyhow!("invalid config: {e}")),
+        }
     }
+}
+
+/// A parse or type error: the key path holding its span (or the one its
+/// message starts with, from `[source]`'s own decoding) and its line and
+/// column.
+fn parse_error(e: &toml::de::Error, text: &str) -> ConfigError {
+    let located = locate::Located::new(text);
+    let message = e.message().trim_end();
+    // `[source]` is decoded from a table of its own, which has no spans:
+    // its messages start with the key (`source.brokers: ...`).
+    if let Some((key, rest)) = message.split_once(": ")
+        && key.starts_with("source")
+        && !key.contains(' ')
+    {
+        return err(key, rest).locate(&located);
+    }
+    let span = e.span();
+    let key = span
+        .as_ref()
+        .and_then(|s| located.path_at(s.start))
+        .unwrap_or_else(|| "config".to_owned());
+    // An unknown key inside a table serde decoded as a whole (a receiver:
+    // tagged by `type`) is reported at the table: name the key itself.
+    if let Some(field) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+    {
+        let inner = format!("{key}.{field}");
+        let already = key == field || key.ends_with(&format!(".{field}"));
+        if !already && located.has(&inner) {
+            return err(&inner, message).locate(&located);
+        }
+    }
+    let mut error = err(&key, message);
+    error.at = span.map(|s| locate::line_col(text, s.start));
+    error
 }

@@ -260,8 +260,8 @@ fn errors_name_the_key() {
     }
 }
 
-/// Mistakes serde finds are reported with their line and, under
-/// `[source]`, the full key: a key of another source is not ignored.
+/// Mistakes serde finds are reported with their key path and line: a key
+/// of another source is not ignored.
 #[test]
 fn parse_errors_say_where() {
     let cases = [
@@ -292,8 +292,8 @@ fn parse_errors_say_where() {
     ];
     for (text, named) in cases {
         let e = invalid(text);
-        assert_eq!(e.key, "config", "{text}");
-        assert!(e.message.contains(named), "{text}: {e}");
+        assert!(e.key.ends_with(named), "{text}: {e}");
+        assert!(e.at.is_some(), "{text}: no line: {e}");
     }
 }
 

@@ -320,12 +320,19 @@ impl Shard {
                 if let Some(st) = self.hard.get(&gpu) {
                     reasons.insert(0, st.evidence.clone());
                 }
+                // A hard-failed GPU that went quiet is still failing: a
+                // `?state=failing` list must not miss it.
+                let state = if kind == Kind::HardFailure {
+                    HealthState::Failing
+                } else {
+                    HealthState::Silent
+                };
                 out.assessments.push(Assessment {
                     ts_ms: watermark_ms,
                     gpu,
                     topo,
                     risk,
-                    state: HealthState::Silent,
+                    state,
                     kind,
                     components,
                     anomaly_grade: 0.0,

@@ -153,6 +153,9 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     let start = restore_or_new(&cfg, &sys, model)?;
     let resume = start.resume;
     state.set_silences(start.stage.engine.silences().to_vec());
+    if let Ok(mut rules) = state.inhibit_rules.write() {
+        *rules = cfg.alerts.engine.inhibit_rules.clone();
+    }
     state.set_clock(start.stage.clock_ms());
     let mut pipeline = Pipeline::start_with(
         start.shards,
