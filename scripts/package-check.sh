@@ -151,7 +151,11 @@ echo "== podman run: serve on 127.0.0.1:$port"
 podman run -d --name forewarn-check --runtime runc --network host \
   --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=4096:4096 \
   --read-only --tmpfs /tmp -e FOREWARN_HEALTH_PORT="$port" -e FOREWARN_API_TOKEN=check \
-  localhost/forewarn:check serve --config /etc/forewarn/forewarn.toml --listen "127.0.0.1:$port" >/dev/null
+  localhost/forewarn:check serve --config /etc/forewarn/forewarn.toml --listen "127.0.0.1:$port" \
+  >/dev/null 2>"$tmp/run.err" || { cat "$tmp/run.err"; exit 1; }
+# (podman's complaints that it cannot start systemd timers for the
+# HEALTHCHECK, with no systemd here, are in $tmp/run.err; the check itself
+# is run by hand below.)
 ok=0
 for _ in $(seq 1 100); do
   if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then ok=1; break; fi
@@ -165,8 +169,10 @@ python3 -c 'import json,sys; t=json.loads(sys.argv[1]); sys.exit(0 if t[0]=="CMD
   { echo "package-check: no HEALTHCHECK in the image ($hc)" >&2; exit 1; }
 mapfile -t hcargs < <(python3 -c 'import json,sys; print("\n".join(json.loads(sys.argv[1])[1:]))' "$hc")
 podman exec forewarn-check "${hcargs[@]}" && echo "HEALTHCHECK command: healthy"
+# The state went to the volume, owned by the image's user.
+podman exec forewarn-check sh -c 'cd /var/lib/forewarn && ls -n' | awk 'NR > 1 { print "  state:", $3 ":" $4, $NF }'
 # SIGTERM: forewarn checkpoints and exits 0.
-podman stop -t 60 forewarn-check >/dev/null
+podman stop -t 60 forewarn-check >/dev/null 2>&1
 code=$(podman inspect forewarn-check --format '{{.State.ExitCode}}')
 podman logs forewarn-check 2>&1 | tail -3
 [ "$code" = 0 ] || { echo "package-check: the container exited $code on SIGTERM" >&2; exit 1; }
