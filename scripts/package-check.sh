@@ -171,7 +171,7 @@ mapfile -t hcargs < <(python3 -c 'import json,sys; print("\n".join(json.loads(sy
 podman exec forewarn-check "${hcargs[@]}" && echo "HEALTHCHECK command: healthy"
 # The state went to the volume, owned by the image's user.
 podman exec forewarn-check sh -c 'cd /var/lib/forewarn && ls -n' | awk 'NR > 1 { print "  state:", $3 ":" $4, $NF }'
-# SIGTERM: forewarn checkpoints and exits 0.
+# SIGTERM: forewarn stops cleanly and exits 0.
 podman stop -t 60 forewarn-check >/dev/null 2>&1
 code=$(podman inspect forewarn-check --format '{{.State.ExitCode}}')
 podman logs forewarn-check 2>&1 | tail -3
