@@ -137,7 +137,7 @@ fi
 echo "== podman build (runtime base $base, binary dist/forewarn)"
 start=$(date +%s)
 podman build -q --format docker --isolation chroot -f deploy/docker/Dockerfile \
-  --build-arg BINARY=prebuilt --build-arg RUNTIME_IMAGE="$base" \
+  --target runtime-prebuilt --build-arg RUNTIME_IMAGE="$base" \
   --build-arg GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   -t localhost/forewarn:check . >/dev/null
 echo "built in $(($(date +%s) - start)) s; $(podman image inspect localhost/forewarn:check --format '{{.Size}}' |
