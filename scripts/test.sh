@@ -53,6 +53,9 @@ cargo build -p detector --bin forewarn
 # The alerting rules and dashboard in deploy/ through promtool (installs
 # Debian's prometheus package for it when missing).
 scripts/deploy-check.sh
+# The systemd unit (systemd-analyze verify / security) and the Helm chart
+# (helm lint and template, Kubernetes schemas): docs/deploy.md.
+scripts/package-check.sh
 
 echo "== waiting for the broker's install"
 if ! wait "$broker_pid"; then
