@@ -180,3 +180,32 @@ impl AnomalyModel {
         self.model.heap_bytes() + self.episodes.len() * 64
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint from before the grader (`model` = forest + quantile
+    /// `thresholder`) restores with a cold model of the same seed; the
+    /// current layout round-trips exactly.
+    #[test]
+    fn checkpoints_of_the_quantile_calibration_restore_cold() {
+        let fresh = AnomalyModel::new(9).expect("valid");
+        let forest: serde_json::Value =
+            serde_json::from_str(&fresh.model.forest().to_json().expect("json")).expect("parse");
+        let legacy = serde_json::json!({
+            "model": { "forest": forest, "thresholder": { "recent": [1.0] } },
+            "seen": 12,
+        });
+        let restored: AnomalyModel = serde_json::from_value(legacy).expect("legacy restores");
+        assert_eq!(restored.seen, 0);
+        assert_eq!(restored.model.forest().config().seed, 9);
+        let again: AnomalyModel =
+            serde_json::from_str(&serde_json::to_string(&restored).expect("json"))
+                .expect("restores");
+        assert_eq!(
+            serde_json::to_string(&again).expect("json"),
+            serde_json::to_string(&restored).expect("json")
+        );
+    }
+}
