@@ -85,14 +85,14 @@ impl TryFrom<AnomalyRepr> for AnomalyModel {
 /// The pipeline's grader: stricter than the defaults (which were tuned on
 /// single streams): a shard's forest scores many GPUs, and an anomaly
 /// warning needs its grade held for the alert's `for`, so an event opens at
-/// 4 deviations, holds while the standing stays at 3 and reaches grade 1 at
-/// 12; a longer warm-up, and no event below a forest score of 1.5.
+/// 5 deviations, holds while the standing stays at 4 and reaches grade 1 at
+/// 15; a longer warm-up, and no event below a forest score of 1.5.
 pub fn grader_config() -> GraderConfig {
     GraderConfig {
         warmup: 1024,
-        lower: 4.0,
-        upper: 12.0,
-        release: 3.0,
+        lower: 5.0,
+        upper: 15.0,
+        release: 4.0,
         min_score: 1.5,
         ..GraderConfig::default()
     }
