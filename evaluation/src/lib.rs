@@ -11,10 +11,14 @@
 //! - [`summary`]: scenario scores → targets and the verdict ([`summary::Report`]).
 //! - [`model_report`]: the failure model's report on feature exports.
 //! - [`plots`]: PNG plots (precision-recall, lead time, recall per kind).
+//! - [`streams`]: the stream benchmark of the anomaly grade: a labelled
+//!   corpus of our own, window scoring, one global threshold per profile
+//!   (binary `streams`).
 
 pub mod model_report;
 pub mod plots;
 pub mod score;
+pub mod streams;
 pub mod summary;
 
 use std::path::PathBuf;

@@ -2,7 +2,11 @@
 //! failure probabilities and memory-error forecasts.
 //!
 //! - `rcf`: streaming random cut forest with attribution and snapshots.
-//! - `calibration`: per-stream thresholds turning scores into grades and flags.
+//! - `grading`: the thresholded grader: input normalisation, score
+//!   statistics, events with hysteresis: grades that mean the same on every
+//!   stream.
+//! - `calibration`: the earlier per-stream quantile thresholds (kept as a
+//!   baseline for the stream corpus of `evaluation`).
 //! - `failure`: the supervised failure model (gradient-boosted, calibrated,
 //!   with its logistic baseline) and its artifact.
 //! - `trend`: memory-error trend forecasts (ETA to the HBM's error budgets).
@@ -18,6 +22,7 @@
 pub mod assess;
 pub mod calibration;
 pub mod failure;
+pub mod grading;
 pub mod rcf;
 pub mod stats;
 pub mod trend;

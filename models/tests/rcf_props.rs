@@ -1,7 +1,7 @@
 //! Property tests of the forest: finite non-negative scores for any finite
 //! input, attribution that sums to the score, and snapshot/restore equivalence.
 
-use models::calibration::ThresholderConfig;
+use models::grading::GraderConfig;
 use models::rcf::{Forest, ThresholdedForest};
 use proptest::prelude::*;
 
@@ -68,7 +68,7 @@ proptest! {
             })
             .collect();
         let cut = cut.min(rows.len());
-        let calib = ThresholderConfig { warmup: 16, window: 64, ..Default::default() };
+        let calib = GraderConfig { warmup: 16, ..Default::default() };
         let mut a = ThresholdedForest::new(small_forest(3, 2, seed), calib.clone()).expect("valid");
         for r in &rows[..cut] {
             a.process(r).expect("dims");

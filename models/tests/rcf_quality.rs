@@ -1,9 +1,9 @@
 //! Detection quality of the forest + calibration on seeded synthetic streams
 //! with ground truth: level shift, spike, variance change, broken correlation
-//! and slow drift. Asserts detection within a bounded delay, the clean flag
-//! rate against the configured target, and attribution where it is well defined.
+//! and slow drift. Asserts detection within a bounded delay, a clean flag
+//! rate below a ceiling, and attribution where it is well defined.
 
-use models::calibration::ThresholderConfig;
+use models::grading::GraderConfig;
 use models::rcf::{Direction, Forest, ThresholdedForest, Verdict};
 use models::rng::Xoshiro256PlusPlus;
 
@@ -11,7 +11,14 @@ const N: usize = 6000;
 const ONSET: usize = 4000;
 /// Flags are counted on clean data only after both warm-ups.
 const CLEAN_FROM: usize = 500;
-const TARGET_FPR: f64 = 0.005;
+/// Ceiling of the fraction of clean rows flagged at any grade (events, not
+/// rows: repeats of an event are not flagged). The grader's lower threshold
+/// (2.5 deviations) is deliberately permissive: a consumer thresholds the
+/// grade, and at the stream corpus's global threshold (grade 0.7, see
+/// docs/performance.md) far fewer clean rows pass.
+const MAX_CLEAN_FLAG_RATE: f64 = 0.01;
+/// Ceiling of the fraction of clean rows flagged at grade 0.7 or more.
+const MAX_CLEAN_RATE_AT_0_7: f64 = 0.002;
 
 fn detector(seed: u64) -> ThresholdedForest {
     let forest = Forest::builder()
@@ -20,10 +27,7 @@ fn detector(seed: u64) -> ThresholdedForest {
         .seed(seed)
         .build()
         .expect("valid forest");
-    let calib = ThresholderConfig {
-        false_positive_rate: TARGET_FPR,
-        ..Default::default()
-    };
+    let calib = GraderConfig::default();
     ThresholdedForest::new(forest, calib).expect("valid calibration")
 }
 
@@ -51,8 +55,17 @@ impl Run {
     }
 
     fn clean_flags(&self) -> (usize, usize) {
+        self.clean_flags_at(0.0)
+    }
+
+    /// Clean rows flagged with a grade above `min_grade`, and clean rows.
+    fn clean_flags_at(&self, min_grade: f64) -> (usize, usize) {
         let clean = &self.verdicts[CLEAN_FROM..ONSET];
-        (clean.iter().filter(|v| v.is_anomaly).count(), clean.len())
+        let n = clean
+            .iter()
+            .filter(|v| v.is_anomaly && v.grade >= min_grade)
+            .count();
+        (n, clean.len())
     }
 
     /// Rows from the onset to the first flag.
@@ -143,19 +156,21 @@ fn slow_drift_is_flagged() {
 }
 
 #[test]
-fn clean_flag_rate_is_near_target() {
-    let mut flags = 0;
-    let mut total = 0;
+fn clean_flag_rate_is_low() {
+    let (mut flags, mut high, mut total) = (0, 0, 0);
     for seed in 10..16 {
         let run = Run::new(seed, base);
         let (f, n) = run.clean_flags();
         flags += f;
+        high += run.clean_flags_at(0.7).0;
         total += n;
     }
     let rate = flags as f64 / total as f64;
-    println!("clean flag rate {rate:.4} (target {TARGET_FPR})");
+    let high = high as f64 / total as f64;
+    println!("clean flag rate {rate:.4} (ceiling {MAX_CLEAN_FLAG_RATE}), at grade 0.7 {high:.4}");
+    assert!(rate <= MAX_CLEAN_FLAG_RATE, "clean flag rate {rate}");
     assert!(
-        (TARGET_FPR / 2.0..=2.0 * TARGET_FPR).contains(&rate),
-        "clean flag rate {rate}"
+        high <= MAX_CLEAN_RATE_AT_0_7,
+        "clean flag rate at grade 0.7: {high}"
     );
 }

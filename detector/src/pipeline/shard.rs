@@ -148,6 +148,7 @@ impl Shard {
         self.topo.remove(gpu);
         self.hard.remove(gpu);
         self.grades.remove(gpu);
+        self.anomaly.forget(gpu);
         self.predict.evict(gpu);
     }
 

@@ -1,6 +1,7 @@
 //! The anomaly component: one streaming random cut forest per shard over the
 //! workload-aware columns (residuals against expected-at-this-load, peer
-//! z-scores, error rates), with a calibrated thresholder. Fleet-wide rather
+//! z-scores, error rates), graded by the thresholded grader (`crate::grading`)
+//! with an event per GPU. Fleet-wide rather
 //! than per GPU: a 50-tree forest takes ~600–800 KB, far over a GPU's memory
 //! budget, and "unlike the fleet at the same load" is the question asked.
 //!
@@ -9,9 +10,11 @@
 //! walk costs ~25 µs, so this keeps the model near 3 µs per sample, and a
 //! degrading GPU teaches the forest that it is normal more slowly.
 
-use crate::calibration::ThresholderConfig;
-use crate::rcf::{Forest, RcfError, ThresholdedForest};
-use features::{Col, FeatureRow};
+use std::collections::HashMap;
+
+use crate::grading::{Episode, GraderConfig};
+use crate::rcf::{Forest, RcfError, ThresholdedForest, ThresholdedRepr};
+use features::{Col, FeatureRow, GpuId};
 use serde::{Deserialize, Serialize};
 
 use super::Evidence;
@@ -41,11 +44,58 @@ pub const SCORE_EVERY: u32 = 4;
 /// forest walk cheaper (BENCHMARKS.md, issue 7).
 pub const BOX_CACHE_MIN_MASS: usize = 6;
 
-/// A shard's anomaly model.
+/// A shard's anomaly model: one forest, score statistics shared by the
+/// shard's GPUs, and an event per GPU (hysteresis and repeats are a GPU's
+/// own, not its neighbours').
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(try_from = "AnomalyRepr")]
 pub struct AnomalyModel {
     model: ThresholdedForest,
     seen: u64,
+    /// GPUs with an open anomaly event (closed ones are dropped).
+    episodes: HashMap<GpuId, Episode>,
+}
+
+/// A checkpointed model as decoded. Checkpoints written before the
+/// thresholded grader hold a forest that learnt unnormalised rows: that model
+/// restarts cold (same seed) while the rest of the shard's state is kept.
+#[derive(Deserialize)]
+struct AnomalyRepr {
+    model: ThresholdedRepr,
+    seen: u64,
+    #[serde(default)]
+    episodes: HashMap<GpuId, Episode>,
+}
+
+impl TryFrom<AnomalyRepr> for AnomalyModel {
+    type Error = RcfError;
+
+    fn try_from(r: AnomalyRepr) -> Result<Self, RcfError> {
+        if !r.model.is_current() {
+            return AnomalyModel::new(r.model.forest.config().seed);
+        }
+        Ok(AnomalyModel {
+            model: ThresholdedForest::try_from(r.model)?,
+            seen: r.seen,
+            episodes: r.episodes,
+        })
+    }
+}
+
+/// The pipeline's grader: stricter than the defaults (which were tuned on
+/// single streams): a shard's forest scores many GPUs, and an anomaly
+/// warning needs its grade held for the alert's `for`, so an event opens at
+/// 5 deviations, holds while the standing stays at 4 and reaches grade 1 at
+/// 15; a longer warm-up, and no event below a forest score of 1.5.
+pub fn grader_config() -> GraderConfig {
+    GraderConfig {
+        warmup: 1024,
+        lower: 5.0,
+        upper: 15.0,
+        release: 4.0,
+        min_score: 1.5,
+        ..GraderConfig::default()
+    }
 }
 
 impl AnomalyModel {
@@ -61,16 +111,16 @@ impl AnomalyModel {
             .box_cache_min_mass(BOX_CACHE_MIN_MASS)
             .seed(seed)
             .build()?;
-        let cal = ThresholderConfig {
-            false_positive_rate: 0.001,
-            window: 4096,
-            warmup: 1024,
-            min_score: 1.5,
-        };
         Ok(AnomalyModel {
-            model: ThresholdedForest::new(forest, cal)?,
+            model: ThresholdedForest::new(forest, grader_config())?,
             seen: 0,
+            episodes: HashMap::new(),
         })
+    }
+
+    /// Forgets `gpu`'s open event (eviction).
+    pub fn forget(&mut self, gpu: &str) {
+        self.episodes.remove(gpu);
     }
 
     fn input(row: &FeatureRow) -> [f64; COLUMNS.len()] {
@@ -90,25 +140,24 @@ impl AnomalyModel {
         x
     }
 
-    /// The calibrated grade of `row` (0 when ordinary), with the top reason
-    /// when it is anomalous.
+    /// The grade of `row`'s GPU: its open event's peak grade, held while
+    /// the event lasts (0 when none), with the top reason.
     pub fn assess(&mut self, row: &FeatureRow) -> Result<(f32, Option<Evidence>), RcfError> {
         let x = Self::input(row);
         self.seen += 1;
-        if !self.seen.is_multiple_of(UPDATE_EVERY) {
-            // Scoring alone: the grade comes from the last learnt rows.
-            let score = self.model.forest().score(&x)?;
-            let threshold = self
-                .model
-                .thresholder()
-                .threshold()
-                .unwrap_or(f64::INFINITY);
-            if score <= threshold {
-                return Ok((0.0, None));
-            }
+        let mut episode = self.episodes.get(&row.gpu).copied().unwrap_or_default();
+        let verdict = if self.seen.is_multiple_of(UPDATE_EVERY) {
+            self.model.process_for(&x, &mut episode)?
+        } else {
+            // Scoring alone: statistics and forest come from the learnt rows.
+            self.model.assess_for(&x, &mut episode)?
+        };
+        if episode.is_open() {
+            self.episodes.insert(row.gpu.clone(), episode);
+        } else {
+            self.episodes.remove(&row.gpu);
         }
-        let verdict = self.model.process(&x)?;
-        if !verdict.is_anomaly {
+        if !verdict.in_event {
             return Ok((0.0, None));
         }
         let why = verdict.explanation().map(|e| {
@@ -124,10 +173,39 @@ impl AnomalyModel {
                 ),
             }
         });
-        Ok((verdict.grade as f32, why))
+        Ok((verdict.event_grade as f32, why))
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.model.heap_bytes()
+        self.model.heap_bytes() + self.episodes.len() * 64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint from before the grader (`model` = forest + quantile
+    /// `thresholder`) restores with a cold model of the same seed; the
+    /// current layout round-trips exactly.
+    #[test]
+    fn checkpoints_of_the_quantile_calibration_restore_cold() {
+        let fresh = AnomalyModel::new(9).expect("valid");
+        let forest: serde_json::Value =
+            serde_json::from_str(&fresh.model.forest().to_json().expect("json")).expect("parse");
+        let legacy = serde_json::json!({
+            "model": { "forest": forest, "thresholder": { "recent": [1.0] } },
+            "seen": 12,
+        });
+        let restored: AnomalyModel = serde_json::from_value(legacy).expect("legacy restores");
+        assert_eq!(restored.seen, 0);
+        assert_eq!(restored.model.forest().config().seed, 9);
+        let again: AnomalyModel =
+            serde_json::from_str(&serde_json::to_string(&restored).expect("json"))
+                .expect("restores");
+        assert_eq!(
+            serde_json::to_string(&again).expect("json"),
+            serde_json::to_string(&restored).expect("json")
+        );
     }
 }

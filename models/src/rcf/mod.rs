@@ -4,8 +4,8 @@
 //!
 //! Rows of telemetry go in (`Forest::score_and_update`); a score of about 1
 //! means ordinary, higher is stranger, and `DiVector` says which metric is too
-//! high or too low. `ThresholdedForest` adds calibration (grade and flag) and a
-//! snapshot of the whole state.
+//! high or too low. `ThresholdedForest` adds input normalisation and the
+//! thresholded grader (`crate::grading`) and a snapshot of the whole state.
 //!
 //! # Layout
 //! - `config.rs`: builder, defaults, `validate()`; `error.rs`: `RcfError`.
@@ -25,7 +25,7 @@
 //! - `store/`: `point_store.rs` (shared points) and `sampler.rs`
 //!   (time-decayed reservoir).
 //! - `boxes.rs`: box arithmetic; `attribution.rs`: `DiVector`;
-//!   `thresholded.rs`: forest + calibration; `snapshot.rs`: the snapshot
+//!   `thresholded.rs`: forest + grader; `snapshot.rs`: the snapshot
 //!   format version.
 //! - `reference/` (tests only): the plain recursive scorer from the paper
 //!   that every fast path is checked against, bit for bit.
@@ -54,6 +54,7 @@ pub use config::{ForestBuilder, ForestConfig};
 pub use error::RcfError;
 pub use forest::Forest;
 pub use shingle::VALUE_LIMIT;
+pub(crate) use thresholded::ThresholdedRepr;
 pub use thresholded::{Explanation, ThresholdedForest, Verdict, reason_label};
 pub use tree::MAX_SAMPLE_SIZE;
 

@@ -29,7 +29,7 @@ fn snapshots_of_format_1_are_refused_with_the_version_error() {
             "{err:?}"
         );
         assert_eq!(err.to_string(), OLD);
-        let wrapped = serde_json::json!({ "forest": old, "thresholder": null });
+        let wrapped = serde_json::json!({ "forest": old, "normalizer": null, "grader": null });
         let err = ThresholdedForest::from_json(&wrapped.to_string()).expect_err("format 1");
         assert_eq!(err.to_string(), OLD);
     }
@@ -244,4 +244,19 @@ fn a_snapshot_whose_box_cache_disagrees_with_itself_is_rejected() {
             );
         }
     }
+}
+
+/// A snapshot of the quantile calibration (a current forest beside a
+/// `thresholder`) is refused by name; the grader's own snapshot restores.
+#[test]
+fn snapshots_of_the_quantile_calibration_are_refused() {
+    let legacy = serde_json::json!({ "forest": small_snapshot(2), "thresholder": {} });
+    let err = ThresholdedForest::from_json(&legacy.to_string()).expect_err("legacy");
+    assert!(err.to_string().contains("quantile calibration"), "{err}");
+    let mut t = ThresholdedForest::new(forest(2, 16, 1, 1, 1), Default::default()).expect("valid");
+    for i in 0..50 {
+        t.process(&[f64::from(i % 7)]).expect("dims");
+    }
+    let back = ThresholdedForest::from_json(&t.to_json().expect("json")).expect("restores");
+    assert_eq!(back.to_json().expect("json"), t.to_json().expect("json"));
 }

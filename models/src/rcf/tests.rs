@@ -306,11 +306,9 @@ fn batches_on_two_threads_equal_row_by_row_on_one() {
             .build()
             .expect("valid")
     };
-    let calibration = crate::calibration::ThresholderConfig {
-        false_positive_rate: 0.01,
-        window: 256,
+    let calibration = crate::grading::GraderConfig {
         warmup: 32,
-        min_score: 0.0,
+        ..Default::default()
     };
     let mut one = ThresholdedForest::new(build(1), calibration.clone()).expect("valid");
     let mut two = ThresholdedForest::new(build(2), calibration).expect("valid");

@@ -1,23 +1,34 @@
-//! Forest plus calibration: the per-stream anomaly detector the models stage
-//! runs. One call per row gives the raw score, a calibrated grade and flag, and
-//! the attribution behind them; the whole state snapshots to JSON and a restored
-//! detector continues exactly where the saved one stopped.
+//! Forest plus the thresholded grader (`crate::grading`): the anomaly
+//! detector the models stage runs. Each input is normalised by its own
+//! running statistics, the forest scores the normalised row, and the grader
+//! turns the score into a grade that means the same on every stream, with the
+//! attribution behind it. The whole state snapshots to JSON (and to CBOR in
+//! the detector's checkpoints); a restored detector continues exactly where
+//! the saved one stopped.
 
 use serde::{Deserialize, Serialize};
 
 use super::{DiVector, Direction, Forest, RcfError};
-use crate::calibration::{Thresholder, ThresholderConfig};
+use crate::grading::{Episode, Grade, Grader, GraderConfig, InputNormalizer};
 
 /// Everything known about one row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
-    /// Raw forest score (about 1 for ordinary points, 0 during warm-up).
+    /// Raw forest score of the normalised row (about 1 for ordinary points,
+    /// 0 while the forest fills).
     pub score: f64,
-    /// Calibrated grade in [0, 1]; 0 unless flagged.
+    /// Grade in [0.5, 1] for a flagged row (a new event or a clear rise in
+    /// one), 0 otherwise (repeats of a flagged event included).
     pub grade: f64,
     pub is_anomaly: bool,
-    /// Threshold the score was compared with (0 during warm-up).
+    /// The open event's peak grade, held until it closes (0 when none).
+    pub event_grade: f64,
+    /// An event is open.
+    pub in_event: bool,
+    /// Score standing at the grader's lower threshold (0 while warming up).
     pub threshold: f64,
+    /// The forest or the grader is still warming up: nothing is graded.
+    pub warming_up: bool,
     /// Per-metric (shingle lags folded) attribution; sums to `score`.
     pub attribution: DiVector,
 }
@@ -44,18 +55,68 @@ impl Verdict {
     }
 }
 
-/// A [`Forest`] with a [`Thresholder`] on its scores.
+/// A [`Forest`] behind an [`InputNormalizer`], with a [`Grader`] on its scores.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "ThresholdedRepr")]
 pub struct ThresholdedForest {
     forest: Forest,
-    thresholder: Thresholder,
+    normalizer: InputNormalizer,
+    grader: Grader,
+}
+
+/// A snapshot as decoded: a snapshot of the quantile calibration that came
+/// before the grader has neither `normalizer` nor `grader`.
+#[derive(Deserialize)]
+pub(crate) struct ThresholdedRepr {
+    pub(crate) forest: Forest,
+    #[serde(default)]
+    normalizer: Option<InputNormalizer>,
+    #[serde(default)]
+    grader: Option<Grader>,
+}
+
+impl ThresholdedRepr {
+    /// Whether this is a snapshot of the grader (not of the older quantile
+    /// calibration, whose forest learnt unnormalised rows).
+    pub(crate) fn is_current(&self) -> bool {
+        self.normalizer.is_some() && self.grader.is_some()
+    }
+}
+
+impl TryFrom<ThresholdedRepr> for ThresholdedForest {
+    type Error = RcfError;
+
+    fn try_from(r: ThresholdedRepr) -> Result<Self, RcfError> {
+        let (Some(normalizer), Some(grader)) = (r.normalizer, r.grader) else {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "a snapshot of the quantile calibration, from before the thresholded grader: rebuild it (the forest starts cold)",
+            });
+        };
+        if !grader.is_consistent() {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "grader state is invalid",
+            });
+        }
+        if !normalizer.is_consistent() || normalizer.dims() != r.forest.config().input_dimensions {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "input normalizer does not match the forest",
+            });
+        }
+        Ok(Self {
+            forest: r.forest,
+            normalizer,
+            grader,
+        })
+    }
 }
 
 impl ThresholdedForest {
-    pub fn new(forest: Forest, calibration: ThresholderConfig) -> Result<Self, RcfError> {
+    pub fn new(forest: Forest, config: GraderConfig) -> Result<Self, RcfError> {
+        let normalizer = InputNormalizer::new(forest.config().input_dimensions, config.input_decay);
         Ok(Self {
             forest,
-            thresholder: Thresholder::new(calibration)?,
+            normalizer,
+            grader: Grader::new(config)?,
         })
     }
 
@@ -63,58 +124,145 @@ impl ThresholdedForest {
         &self.forest
     }
 
-    pub fn thresholder(&self) -> &Thresholder {
-        &self.thresholder
+    pub fn grader(&self) -> &Grader {
+        &self.grader
+    }
+
+    /// `row` as the forest sees it (normalised when configured), without
+    /// learning from it.
+    fn input(&self, row: &[f64], out: &mut Vec<f64>) {
+        if self.grader.config().normalize_inputs {
+            self.normalizer.apply(row, out);
+        } else {
+            out.clear();
+            out.extend_from_slice(row);
+        }
+    }
+
+    fn check(&self, row: &[f64]) -> Result<(), RcfError> {
+        let expected = self.forest.config().input_dimensions;
+        if row.len() != expected {
+            return Err(RcfError::DimensionMismatch {
+                expected,
+                got: row.len(),
+            });
+        }
+        Ok(())
     }
 
     /// Scores, grades and explains `row`, then learns from it.
     pub fn process(&mut self, row: &[f64]) -> Result<Verdict, RcfError> {
-        let attribution = self.forest.attribute_and_update(row)?;
+        self.check(row)?;
+        let mut x = Vec::with_capacity(row.len());
+        self.input(row, &mut x);
+        let attribution = self.forest.attribute_and_update(&x)?;
+        self.normalizer.learn(row);
         let seen = self.forest.points_seen();
-        Ok(self.verdict(attribution, seen))
+        Ok(self.verdict(attribution, seen, None))
+    }
+
+    /// `process` for another stream's `episode`: the forest and the
+    /// statistics are shared, the event is that stream's own (the
+    /// pipeline's shard forest, one episode per GPU).
+    pub fn process_for(&mut self, row: &[f64], episode: &mut Episode) -> Result<Verdict, RcfError> {
+        self.check(row)?;
+        let mut x = Vec::with_capacity(row.len());
+        self.input(row, &mut x);
+        let attribution = self.forest.attribute_and_update(&x)?;
+        self.normalizer.learn(row);
+        let seen = self.forest.points_seen();
+        Ok(self.verdict(attribution, seen, Some(episode)))
+    }
+
+    /// Grades `row` for `episode` without learning from it (forest,
+    /// normaliser and score statistics unchanged). The attribution is
+    /// computed only when an event is open; otherwise it is empty.
+    pub fn assess_for(&self, row: &[f64], episode: &mut Episode) -> Result<Verdict, RcfError> {
+        self.check(row)?;
+        let mut x = Vec::with_capacity(row.len());
+        self.input(row, &mut x);
+        let score = self.forest.score(&x)?;
+        let g = if self.is_mature(self.forest.points_seen()) && score > 0.0 {
+            crate::grading::grade(score, self.grader.stats(), episode, self.grader.config())
+        } else {
+            Grade::WARMING_UP
+        };
+        let dims = self.forest.config().input_dimensions;
+        let attribution = if g.in_event {
+            self.forest.attribution(&x)?.per_metric(dims)
+        } else {
+            DiVector::zeros(dims)
+        };
+        Ok(Self::assemble(score, g, attribution))
     }
 
     /// `process` for each row in order (identical verdicts), with the
     /// forest's tree groups on its `threads` threads.
     pub fn process_batch<R: AsRef<[f64]>>(&mut self, rows: &[R]) -> Result<Vec<Verdict>, RcfError> {
-        let rows = self.forest.attribute_and_update_batch(rows)?;
+        let m = self.forest.config().input_dimensions;
+        let mut flat = Vec::with_capacity(rows.len() * m);
+        let mut x = Vec::with_capacity(m);
+        for row in rows {
+            let row = row.as_ref();
+            self.check(row)?;
+            self.input(row, &mut x);
+            flat.extend_from_slice(&x);
+            self.normalizer.learn(row);
+        }
+        let inputs: Vec<&[f64]> = flat.chunks_exact(m).collect();
+        let rows = self.forest.attribute_and_update_batch(&inputs)?;
         Ok(rows
             .into_iter()
-            .map(|(attribution, seen)| self.verdict(attribution, seen))
+            .map(|(attribution, seen)| self.verdict(attribution, seen, None))
             .collect())
     }
 
+    /// Scores run high while the samplers are still filling; grading (and
+    /// learning) them would set the statistics too high.
+    fn is_mature(&self, seen: u64) -> bool {
+        seen > self.forest.config().sample_size as u64
+    }
+
     /// Grades a row's attribution; `seen` is the forest's `points_seen`
-    /// right after the row.
-    fn verdict(&mut self, attribution: DiVector, seen: u64) -> Verdict {
+    /// right after the row; `episode` is another stream's event, or `None`
+    /// for the detector's own.
+    fn verdict(
+        &mut self,
+        attribution: DiVector,
+        seen: u64,
+        episode: Option<&mut Episode>,
+    ) -> Verdict {
         let score = attribution.total();
         let attribution = attribution.per_metric(self.forest.config().input_dimensions);
-        // Scores run high while the samplers are still filling; calibrating on
-        // them would set the threshold too high for the rest of the window.
-        let mature = seen > self.forest.config().sample_size as u64;
-        let grade = if mature && score > 0.0 {
-            self.thresholder.process(score)
-        } else {
-            crate::calibration::Grade {
-                grade: 0.0,
-                is_anomaly: false,
-                threshold: 0.0,
+        let g = if self.is_mature(seen) && score > 0.0 {
+            match episode {
+                Some(e) => self.grader.process_for(score, e, true),
+                None => self.grader.process(score),
             }
+        } else {
+            Grade::WARMING_UP
         };
+        Self::assemble(score, g, attribution)
+    }
+
+    fn assemble(score: f64, g: Grade, attribution: DiVector) -> Verdict {
         Verdict {
             score,
-            grade: grade.grade,
-            is_anomaly: grade.is_anomaly,
-            threshold: grade.threshold,
+            grade: g.grade,
+            is_anomaly: g.is_anomaly,
+            event_grade: g.event_grade,
+            in_event: g.in_event,
+            threshold: g.threshold,
+            warming_up: g.warming_up,
             attribution,
         }
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.forest.heap_bytes() + self.thresholder.heap_bytes()
+        self.forest.heap_bytes() + self.normalizer.heap_bytes()
     }
 
-    /// Serialises forest and thresholder (JSON).
+    /// Serialises forest, normaliser and grader (JSON).
     pub fn to_json(&self) -> Result<String, RcfError> {
         Ok(serde_json::to_string(self)?)
     }
@@ -122,14 +270,9 @@ impl ThresholdedForest {
     /// Restores a detector saved by `to_json`, checking its consistency.
     pub fn from_json(json: &str) -> Result<Self, RcfError> {
         super::snapshot::check_nested_json_version(json)?;
-        let d: ThresholdedForest = serde_json::from_str(json)?;
-        d.forest.check_consistency()?;
-        if !d.thresholder.is_consistent() {
-            return Err(RcfError::CorruptSnapshot {
-                reason: "thresholder window is inconsistent",
-            });
-        }
-        Ok(d)
+        let repr: ThresholdedRepr = serde_json::from_str(json)?;
+        repr.forest.check_consistency()?;
+        Self::try_from(repr)
     }
 }
 

@@ -1,8 +1,9 @@
 //! `forewarn score`: offline anomaly scoring of a telemetry CSV with the random
-//! cut forest and its calibration (models::rcf), one output row per input row.
+//! cut forest and its thresholded grader (models::rcf, models::grading), one
+//! output row per input row.
 //!
 //! Reads a header plus rows (file or stdin), streams `timestamp,grade,score,
-//! attribution` to stdout or a file. Bad rows never stop the run: they are
+//! attribution,state` to stdout or a file. Bad rows never stop the run: they are
 //! reported on stderr with their line and column and scored as missing
 //! values. [`reader`] parses the input (with the `csv` crate) on its own
 //! thread; this module scores and writes.
@@ -18,7 +19,7 @@ use std::sync::mpsc;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use models::calibration::ThresholderConfig;
+use models::grading::GraderConfig;
 use models::rcf::{Direction, Forest, ThresholdedForest, reason_label};
 
 use reader::{Batch, csv_reader, quote_if_needed, read_batches, read_header, resolve_column};
@@ -28,13 +29,19 @@ const MAX_REPORTED_BAD_ROWS: usize = 100;
 /// Batches parsed ahead of the scorer.
 const BATCHES_AHEAD: usize = 4;
 
-/// Score a CSV of telemetry: one `timestamp,grade,score,attribution` line per row.
+/// Score a CSV of telemetry: one `timestamp,grade,score,attribution,state`
+/// line per row.
 ///
-/// Output columns: `grade` is the calibrated anomaly grade in [0, 1] (0 during
-/// warm-up and for ordinary rows; > 0 means flagged), `score` the raw forest
-/// score (about 1 for ordinary rows, 0 during warm-up) and `attribution` the
-/// metric and direction that explain most of the score, written
-/// `<column>_high` or `<column>_low` (empty during warm-up).
+/// Output columns: `grade` is the anomaly grade, 0 for ordinary rows and in
+/// [0.5, 1] for a flagged row (0.5 at `--lower` deviations above the running
+/// mean score, 1 at `--upper`); it means the same on every stream, so one
+/// threshold on it suits them all. `score` is the raw forest score of the
+/// normalised row (about 1 for ordinary rows, 0 while the forest fills) and
+/// `attribution` the metric and direction that explain most of the score,
+/// written `<column>_high` or `<column>_low` (empty during warm-up). `state`
+/// is `warmup` (nothing is graded yet), `anomaly` (flagged: a new event or a
+/// clear rise in one), `event` (a repeat of an open event: grade 0) or
+/// `normal`.
 ///
 /// Defaults suit server and sensor telemetry sampled every few seconds: AWS's
 /// random-cut-forest defaults (50 trees, 256 samples, time decay
@@ -71,18 +78,29 @@ pub struct ScoreArgs {
     /// Points stored before scores are reported [default: sample size/4].
     #[arg(long)]
     pub output_after: Option<usize>,
-    /// Target fraction of ordinary rows flagged.
-    #[arg(long, default_value_t = 0.005)]
-    pub false_positive_rate: f64,
-    /// Scores seen before anything is flagged.
-    #[arg(long, default_value_t = 256)]
+    /// Scores graded before anything is flagged.
+    #[arg(long, default_value_t = 128)]
     pub warmup: usize,
-    /// Recent scores the threshold quantile is computed over.
-    #[arg(long, default_value_t = 2048)]
-    pub window: usize,
+    /// Deviations above the running mean score that open an event (grade 0.5).
+    #[arg(long, default_value_t = 3.0)]
+    pub lower: f64,
+    /// Deviations above the running mean score for grade 1.
+    #[arg(long, default_value_t = 9.0)]
+    pub upper: f64,
+    /// Deviations below which an open event closes (hysteresis).
+    #[arg(long, default_value_t = 1.5)]
+    pub release: f64,
     /// Scores at or below this are never flagged.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 1.0)]
     pub min_score: f64,
+    /// Decay of the running statistics of the scores and of each input
+    /// [default: 1/1024].
+    #[arg(long)]
+    pub decay: Option<f64>,
+    /// Feed the forest raw values instead of each metric normalised by its
+    /// running mean and deviation.
+    #[arg(long)]
+    pub no_normalize: bool,
     /// Tree nodes holding at least this many distinct points cache their
     /// bounding box (more memory, fewer leaf scans; scores do not change).
     #[arg(long, default_value_t = 6)]
@@ -190,7 +208,7 @@ pub fn score_csv<R: Read + Send, W: Write>(
             ]
         })
         .collect();
-    writeln!(output, "timestamp,grade,score,attribution")?;
+    writeln!(output, "timestamp,grade,score,attribution,state")?;
 
     let m = cols.len();
     let mut summary = ScoreSummary::default();
@@ -223,13 +241,23 @@ pub fn score_csv<R: Read + Send, W: Write>(
                 } else {
                     ""
                 };
+                let state = if verdict.warming_up {
+                    "warmup"
+                } else if verdict.is_anomaly {
+                    "anomaly"
+                } else if verdict.in_event {
+                    "event"
+                } else {
+                    "normal"
+                };
                 writeln!(
                     output,
-                    "{},{:.4},{:.4},{}",
+                    "{},{:.4},{:.4},{},{}",
                     &batch.ts[ts_start..ts_end],
                     verdict.grade,
                     verdict.score,
-                    reason
+                    reason,
+                    state
                 )?;
                 ts_start = ts_end;
             }
@@ -266,11 +294,17 @@ fn build_detector(args: &ScoreArgs, metrics: usize) -> Result<ThresholdedForest>
         builder = builder.output_after(n);
     }
     let forest = builder.build().context("invalid forest parameters")?;
-    let calibration = ThresholderConfig {
-        false_positive_rate: args.false_positive_rate,
-        window: args.window,
+    let defaults = GraderConfig::default();
+    let grading = GraderConfig {
+        normalize_inputs: !args.no_normalize,
+        input_decay: args.decay.unwrap_or(defaults.input_decay),
+        score_decay: args.decay.unwrap_or(defaults.score_decay),
         warmup: args.warmup,
+        lower: args.lower,
+        upper: args.upper,
+        release: args.release,
         min_score: args.min_score,
+        ..defaults
     };
-    ThresholdedForest::new(forest, calibration).context("invalid calibration parameters")
+    ThresholdedForest::new(forest, grading).context("invalid grading parameters")
 }

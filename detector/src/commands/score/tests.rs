@@ -74,10 +74,10 @@ fn one_output_line_per_row_and_bad_rows_reported() {
     let out = String::from_utf8(out).expect("utf8");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 1201);
-    assert_eq!(lines[0], "timestamp,grade,score,attribution");
-    assert!(lines[1].starts_with("0,0.0000,0.0000,"));
+    assert_eq!(lines[0], "timestamp,grade,score,attribution,state");
+    assert_eq!(lines[1], "0,0.0000,0.0000,,warmup");
     let spike = lines[1101];
-    assert!(spike.ends_with(",mem temp_high"), "{spike}");
+    assert!(spike.ends_with(",mem temp_high,anomaly"), "{spike}");
     assert!(!spike.starts_with("1100,0.0000"), "{spike}");
     let err = String::from_utf8(err).expect("utf8");
     assert!(
