@@ -4,6 +4,7 @@
 pub mod backtest;
 pub mod evaluate;
 pub mod features;
+pub mod promote;
 pub mod replay;
 pub mod score;
 pub mod serve;
