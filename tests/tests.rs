@@ -10,6 +10,7 @@ mod e2e {
     mod kafka_outage;
     mod kafka_tls;
     mod remote_write;
+    mod retrain;
     mod scenarios;
     mod scrape;
     mod scrape_files;

@@ -43,10 +43,13 @@ pub enum Command {
     Replay(crate::commands::replay::ReplayArgs),
     /// Train the failure model from feature exports and labels.
     Train(crate::commands::train::TrainArgs),
-    /// Evaluate a failure model on feature exports: Markdown report and plots.
+    /// Evaluate a failure model on feature exports (report and plots), or a
+    /// challenger against the model in service (`--challenger`: a verdict).
     Evaluate(crate::commands::evaluate::EvaluateArgs),
     /// Check a config file and print the effective configuration.
     Config(crate::commands::config::ConfigArgs),
+    /// Copy a challenger that won `evaluate --challenger` into the models directory.
+    Promote(crate::commands::promote::PromoteArgs),
 }
 
 /// Sets up `tracing` to stderr, text or JSON.

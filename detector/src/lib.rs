@@ -59,5 +59,6 @@ pub fn run_cli(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::Train(args) => commands::train::run(args),
         cli::Command::Evaluate(args) => commands::evaluate::run(args),
         cli::Command::Config(args) => commands::config::run(args),
+        cli::Command::Promote(args) => commands::promote::run(args),
     }
 }

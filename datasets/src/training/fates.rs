@@ -1,6 +1,8 @@
-//! What happened to each GPU in a feature export: when it was first and
-//! last seen, and when (and how) it failed, from the telemetry itself and an
-//! optional labels file. The first pass of building a training set.
+//! What happened to each GPU in a dataset (a feature file or the service's
+//! exports, [`Dataset`]): when it was first and last seen, and when (and
+//! how) it failed, from the telemetry itself and from labels merged in
+//! afterwards, one source at a time. The first pass of building a training
+//! set.
 //!
 //! Failures read off the telemetry (the same conditions as the hard rules):
 //! a double-bit ECC error (`ecc_dbe_delta` > 0), a hard XID (48, 64, 79,
@@ -8,11 +10,12 @@
 //! reporting while its host goes on. A label naming the GPU adds (or moves
 //! earlier) its failure; stragglers and rack incidents are not failures.
 
-use std::path::Path;
+use std::collections::BTreeMap;
 
 use features::Col;
 
-use super::reader::{Interner, for_each_row};
+use super::reader::Interner;
+use super::source::Dataset;
 use crate::error::DatasetError;
 use crate::labels::Label;
 
@@ -27,8 +30,9 @@ pub const LOST_AFTER_MS: i64 = 10 * 60 * 1000;
 /// off the telemetry when no label names the kind).
 pub const NO_PRECURSOR: [&str; 2] = ["sudden_death", "gpu_lost"];
 
-/// Label kinds that are not GPU failures.
-pub const NOT_FAILURES: [&str; 2] = ["straggler", "rack_cooling"];
+/// Label kinds that are not GPU failures (`false_alarm`: an operator's
+/// "this alert was wrong", `POST /v1/labels`).
+pub const NOT_FAILURES: [&str; 3] = ["straggler", "rack_cooling", "false_alarm"];
 
 /// One GPU's fate.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +50,25 @@ pub struct Fate {
     pub onset_ms: Option<i64>,
 }
 
+impl Fate {
+    /// A GPU interned but with no row in the time range.
+    fn unseen() -> Fate {
+        Fate {
+            first_ms: i64::MAX,
+            last_ms: i64::MIN,
+            host: 0,
+            failure_ms: None,
+            kind: None,
+            onset_ms: None,
+        }
+    }
+
+    /// Whether the GPU has a row in the data.
+    pub fn seen(&self) -> bool {
+        self.first_ms <= self.last_ms
+    }
+}
+
 /// The fates of every GPU in a feature export.
 #[derive(Debug, Clone, Default)]
 pub struct Fates {
@@ -59,9 +82,13 @@ pub struct Fates {
 }
 
 impl Fates {
-    /// Reads `path` (only the columns the failure conditions need) and
-    /// merges `labels`.
-    pub fn scan(path: &Path, labels: &[Label]) -> Result<Fates, DatasetError> {
+    /// Reads `data` (only the columns the failure conditions need, in any
+    /// order) and merges `labels`. `file_done(i)` follows the files read.
+    pub fn scan(
+        data: &Dataset,
+        labels: &[Label],
+        file_done: impl FnMut(usize),
+    ) -> Result<Fates, DatasetError> {
         let mut gpus = Interner::default();
         let mut hosts = Interner::default();
         let mut fates: Vec<Fate> = Vec::new();
@@ -71,21 +98,19 @@ impl Fates {
             Col::LastXid as usize,
             Col::RowRemapFailure as usize,
         ];
-        let rows = for_each_row(path, &mut gpus, &mut hosts, Some(&cols), |r| {
+        let scan = |r: &super::RowRef<'_>| {
             start = start.min(r.ts_ms);
             end = end.max(r.ts_ms);
             let g = r.gpu as usize;
-            if g == fates.len() {
-                fates.push(Fate {
-                    first_ms: r.ts_ms,
-                    last_ms: r.ts_ms,
-                    host: r.host,
-                    failure_ms: None,
-                    kind: None,
-                    onset_ms: None,
-                });
+            // GPUs are interned as files are read, rows out of the time
+            // range included: a GPU with no row in range stays unseen.
+            if g >= fates.len() {
+                fates.resize(g + 1, Fate::unseen());
             }
             let f = &mut fates[g];
+            if f.first_ms > f.last_ms {
+                f.host = r.host;
+            }
             f.first_ms = f.first_ms.min(r.ts_ms);
             f.last_ms = f.last_ms.max(r.ts_ms);
             let v = |c: Col| r.values[c as usize];
@@ -104,7 +129,8 @@ impl Fates {
                 f.failure_ms = Some(r.ts_ms);
                 f.kind = Some(why.to_string());
             }
-        })?;
+        };
+        let rows = data.for_each_row(&mut gpus, &mut hosts, Some(&cols), false, scan, file_done)?;
         let mut out = Fates {
             gpus,
             hosts,
@@ -121,11 +147,11 @@ impl Fates {
     /// GPUs whose host went on reporting after they stopped.
     fn mark_lost(&mut self) {
         let mut host_last = vec![i64::MIN; self.hosts.len()];
-        for f in &self.fates {
+        for f in self.fates.iter().filter(|f| f.seen()) {
             let h = &mut host_last[f.host as usize];
             *h = (*h).max(f.last_ms);
         }
-        for f in &mut self.fates {
+        for f in self.fates.iter_mut().filter(|f| f.seen()) {
             let host_end = host_last[f.host as usize];
             if f.failure_ms.is_none() && f.last_ms + LOST_AFTER_MS < host_end {
                 f.failure_ms = Some(f.last_ms);
@@ -134,16 +160,25 @@ impl Fates {
         }
     }
 
-    fn merge_labels(&mut self, labels: &[Label]) {
+    /// Merges failure labels; returns how many named a GPU seen in the
+    /// data (the others, and labels of kinds in [`NOT_FAILURES`], change
+    /// nothing).
+    pub fn merge_labels(&mut self, labels: &[Label]) -> usize {
+        let mut applied = 0;
         for l in labels {
             let Some(gpu) = &l.gpu else { continue };
             if NOT_FAILURES.contains(&l.kind.as_str()) {
                 continue;
             }
-            let Some(g) = self.gpus.get(gpu) else {
+            let Some(f) = self
+                .gpus
+                .get(gpu)
+                .and_then(|g| self.fates.get_mut(g as usize))
+                .filter(|f| f.seen())
+            else {
                 continue;
             };
-            let f = &mut self.fates[g as usize];
+            applied += 1;
             // The label names the kind of a failure the telemetry shows
             // within the hour; otherwise it is a failure of its own.
             match f.failure_ms {
@@ -160,6 +195,7 @@ impl Fates {
                 }
             }
         }
+        applied
     }
 
     /// Whether `fate`'s failure shows at `ts_ms`: its kind has a
@@ -173,8 +209,28 @@ impl Fates {
             && fate.onset_ms.is_none_or(|o| ts_ms >= o)
     }
 
-    /// Number of GPUs that fail in the file.
+    /// Number of GPUs that fail in the data.
     pub fn failures(&self) -> usize {
         self.fates.iter().filter(|f| f.failure_ms.is_some()).count()
+    }
+
+    /// Number of GPUs with a row in the data.
+    pub fn gpu_count(&self) -> usize {
+        self.fates.iter().filter(|f| f.seen()).count()
+    }
+
+    /// Failures by kind.
+    pub fn failures_by_kind(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for f in self.fates.iter().filter(|f| f.failure_ms.is_some()) {
+            *out.entry(f.kind.clone().unwrap_or_else(|| "unknown".into()))
+                .or_insert(0) += 1;
+        }
+        out
+    }
+
+    /// The event time `fraction` of the way through the data.
+    pub fn cut_ms(&self, fraction: f64) -> i64 {
+        self.start_ms + ((self.end_ms - self.start_ms) as f64 * fraction) as i64
     }
 }

@@ -1,5 +1,5 @@
-//! Training and evaluation sets for the failure model, from a feature export
-//! (`forewarn features`) and optional failure labels.
+//! Training and evaluation sets for the failure model, from a [`Dataset`]
+//! (a `forewarn features` file or the service's exports) and failure labels.
 //!
 //! An example is one GPU's model input at one event time. It is **positive**
 //! when the GPU fails within the horizon after it, **negative** when the
@@ -16,24 +16,27 @@
 //! Negatives are subsampled (a seeded hash of GPU and time, so the same
 //! file gives the same set); every kept negative carries the weight
 //! `1 / rate` so that metrics and calibration see the full data's balance.
+//! With [`SetConfig::max_rows`] the rates are lowered before reading so the
+//! sets hold about that many rows however much data there is
+//! ([`effective_rates`]): memory is bounded by the cap, not by the days read.
 //!
 //! The model input may be wider than the feature row: a callback sees
 //! every row in file order (so stateful inputs such as trend forecasts
 //! stay exact) and writes the input vector.
 
 pub mod fates;
+pub mod labels;
 pub mod reader;
-
-use std::path::Path;
+pub mod source;
 
 use features::FEATURE_COUNT;
 use features::rng::splitmix64;
 
 pub use fates::{Fate, Fates, NO_PRECURSOR};
 pub use reader::{Interner, RowRef, for_each_row};
+pub use source::{DataFile, Dataset};
 
 use crate::error::DatasetError;
-use crate::labels::Label;
 
 /// Which split a GPU belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,6 +69,9 @@ pub struct SetConfig {
     /// validation keep every row, so probabilities stay those of the
     /// horizon as defined.
     pub skip_invisible: bool,
+    /// About this many rows at most in the three sets together (the
+    /// sampling rates are lowered to fit); `None`: no cap.
+    pub max_rows: Option<usize>,
 }
 
 impl Default for SetConfig {
@@ -79,6 +85,7 @@ impl Default for SetConfig {
             validation_share: 0.15,
             time_cut: Some(0.5),
             skip_invisible: false,
+            max_rows: None,
         }
     }
 }
@@ -212,31 +219,65 @@ pub fn split_of(cfg: &SetConfig, fates: &Fates, name: &str, ts_ms: i64) -> Optio
     ok.then_some(split)
 }
 
-/// Builds the sets from `path`. `input(row, out)` is called for every row
-/// in file order and must append exactly `width` values to `out`.
+/// The (negative, positive) sampling rates that keep the sets near
+/// `cfg.max_rows`: positives get at most half the budget, negatives the
+/// rest. Row counts are estimated from the scan: rows per GPU-millisecond
+/// times each failing GPU's time within the horizon before its failure.
+pub fn effective_rates(fates: &Fates, cfg: &SetConfig) -> (f64, f64) {
+    let Some(max) = cfg.max_rows.map(|m| m.max(1) as f64) else {
+        return (cfg.negative_rate, cfg.positive_rate);
+    };
+    let span: f64 = fates
+        .fates
+        .iter()
+        .filter(|f| f.seen())
+        .map(|f| (f.last_ms - f.first_ms).max(1) as f64)
+        .sum();
+    let density = fates.rows as f64 / span.max(1.0);
+    let positives: f64 = fates
+        .fates
+        .iter()
+        .filter_map(|f| {
+            let t = f.failure_ms?;
+            Some((t - f.first_ms).clamp(0, cfg.horizon_ms) as f64 * density)
+        })
+        .sum();
+    let negatives = (fates.rows as f64 - positives).max(1.0);
+    let pos_rate = cfg.positive_rate.min(max / 2.0 / positives.max(1.0));
+    let neg_rate = cfg
+        .negative_rate
+        .min((max - positives * pos_rate).max(max / 2.0) / negatives);
+    (neg_rate, pos_rate)
+}
+
+/// Builds the sets from `data`, whose fates (and labels) `fates` holds.
+/// `input(row, out)` is called for every row in event-time order per GPU
+/// and must append exactly `width` values to `out`; `progress(rows done)`
+/// follows the reading.
 pub fn build(
-    path: &Path,
-    labels: &[Label],
+    data: &Dataset,
+    fates: &Fates,
     cfg: &SetConfig,
     width: usize,
     mut input: impl FnMut(&RowRef<'_>, &mut Vec<f32>),
-    mut progress: impl FnMut(u64, u64),
-) -> Result<(Fates, Sets), DatasetError> {
-    let fates = Fates::scan(path, labels)?;
-    let total = fates.rows;
+    mut progress: impl FnMut(u64),
+) -> Result<Sets, DatasetError> {
+    let (negative_rate, positive_rate) = effective_rates(fates, cfg);
     let mut sets = Sets {
         train: ExampleSet::new(width),
         calibration: ExampleSet::new(width),
         validation: ExampleSet::new(width),
     };
     let mut buf = Vec::with_capacity(width);
-    let (mut gpus, mut hosts) = (Interner::default(), Interner::default());
+    // The scan's interners: files are read in the same order, so names get
+    // the same indices.
+    let (mut gpus, mut hosts) = (fates.gpus.clone(), fates.hosts.clone());
     let mut seen = 0u64;
     let mut err = None;
-    for_each_row(path, &mut gpus, &mut hosts, None, |r| {
+    let each = |r: &RowRef<'_>| {
         seen += 1;
         if seen.is_multiple_of(65_536) {
-            progress(seen, total);
+            progress(seen);
         }
         buf.clear();
         input(r, &mut buf);
@@ -244,8 +285,6 @@ pub fn build(
             err = Some(buf.len());
             return;
         }
-        // Same file, same order: the second pass interns GPUs to the
-        // indices of the first.
         let g = r.gpu;
         let (Some(name), Some(fate)) = (
             fates.gpus.names.get(g as usize),
@@ -254,14 +293,14 @@ pub fn build(
             return;
         };
         let (y, rate, lead_h) = match outcome(fate, r.ts_ms, cfg.horizon_ms) {
-            Outcome::Positive { lead_ms } => (true, cfg.positive_rate, lead_ms as f32 / 3.6e6),
-            Outcome::Negative => (false, cfg.negative_rate, f32::NAN),
+            Outcome::Positive { lead_ms } => (true, positive_rate, lead_ms as f32 / 3.6e6),
+            Outcome::Negative => (false, negative_rate, f32::NAN),
             Outcome::Censored | Outcome::Failed => return,
         };
         if unit_hash(cfg.seed, name_hash(name), r.ts_ms as u64) >= rate {
             return;
         }
-        let Some(split) = split_of(cfg, &fates, name, r.ts_ms) else {
+        let Some(split) = split_of(cfg, fates, name, r.ts_ms) else {
             return;
         };
         let visible = Fates::visible(fate, r.ts_ms);
@@ -270,15 +309,16 @@ pub fn build(
         }
         sets.get_mut(split)
             .push(&buf, y, (1.0 / rate) as f32, lead_h, visible, g, r.ts_ms);
-    })?;
+    };
+    let rows = data.for_each_row(&mut gpus, &mut hosts, None, true, each, |_| {})?;
     if let Some(n) = err {
         return Err(DatasetError::Schema {
-            path: path.display().to_string(),
+            path: data.name.clone(),
             message: format!("model input has {n} values, expected {width}"),
         });
     }
-    progress(total, total);
-    Ok((fates, sets))
+    progress(rows);
+    Ok(sets)
 }
 
 /// Width of the raw feature row.

@@ -83,7 +83,9 @@ pub fn for_each_row(
         Some(Ok(v)) => {
             return Err(schema_err(format!(
                 "feature schema version {v}, this build reads version \
-                 {FEATURE_SCHEMA_VERSION}: re-export with `forewarn features`"
+                 {FEATURE_SCHEMA_VERSION}: written by another forewarn release; \
+                 train on exports written since the upgrade (--since) or re-export \
+                 the telemetry with `forewarn features`"
             )));
         }
         _ => {

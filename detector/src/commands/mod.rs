@@ -5,6 +5,7 @@ pub mod backtest;
 pub mod config;
 pub mod evaluate;
 pub mod features;
+pub mod promote;
 pub mod replay;
 pub mod score;
 pub mod serve;

@@ -84,6 +84,11 @@ pub struct TrainingMeta {
     pub train_seconds: f64,
     /// Validation figures, by model.
     pub validation: Vec<(String, f64)>,
+    /// Start of the held-out time (epoch ms): rows from here on never
+    /// reached training, so `forewarn evaluate --challenger` compares on
+    /// them. Absent in artifacts trained before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out_from_ms: Option<i64>,
 }
 
 /// A trained failure model.

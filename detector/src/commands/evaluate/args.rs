@@ -11,13 +11,16 @@ use clap::Args;
 pub struct EvaluateArgs {
     /// The model artifact (`forewarn train --out …`). With `--scenario`:
     /// optional, loaded into the pipeline as `backtest --model` does.
-    #[arg(long, required_unless_present = "scenario")]
+    #[arg(long, required_unless_present_any = ["scenario", "challenger"])]
     pub model: Option<PathBuf>,
-    /// Feature exports to evaluate on (never used for training).
+    /// Feature exports to evaluate on (never used for training): `forewarn
+    /// features` files, or the service's export root / feature table.
     #[arg(long, required_unless_present = "scenario", num_args = 1..)]
     pub data: Vec<PathBuf>,
     #[command(flatten)]
     pub scenarios: ScenarioArgs,
+    #[command(flatten)]
+    pub compare: CompareArgs,
     /// Failure labels, one per data file or one for all.
     #[arg(long, num_args = 1..)]
     pub labels: Vec<PathBuf>,
@@ -31,6 +34,52 @@ pub struct EvaluateArgs {
     /// Seed of the negative sampling; with `--scenario`, the suite seed.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
+}
+
+/// Champion / challenger (`--challenger`): compare a new artifact with the
+/// one in service on the same held-back window and write a verdict.
+#[derive(Args, Debug, Default)]
+pub struct CompareArgs {
+    /// The new artifact to judge against the champion.
+    #[arg(long, conflicts_with_all = ["model", "scenario"])]
+    pub challenger: Option<PathBuf>,
+    /// The champion artifact. Default: the newest in --models-dir, else
+    /// the built-in pipeline (its scores read from the export's scores
+    /// table).
+    #[arg(long, requires = "challenger")]
+    pub champion: Option<PathBuf>,
+    /// The service's `models.dir`: its newest artifact is the champion.
+    #[arg(long, requires = "challenger")]
+    pub models_dir: Option<PathBuf>,
+    /// Window start: a time, a date or a duration before the newest export
+    /// hour. Default: the challenger's held-out start (its time cut).
+    #[arg(long, value_parser = crate::commands::train::read::parse_bound, requires = "challenger")]
+    pub since: Option<crate::commands::train::read::TimeBound>,
+    /// Window end (same forms). Default: the end of the data.
+    #[arg(long, value_parser = crate::commands::train::read::parse_bound, requires = "challenger")]
+    pub until: Option<crate::commands::train::read::TimeBound>,
+    /// Operator labels (the service's `api.labels_file`).
+    #[arg(long)]
+    pub operator_labels: Option<PathBuf>,
+    /// Do not take failure labels from the export's alerts table.
+    #[arg(long)]
+    pub no_alert_labels: bool,
+    /// Where the verdict (JSON) goes.
+    #[arg(long, default_value = "verdict.json")]
+    pub verdict: PathBuf,
+    /// PR-AUC gain the challenger needs (a tie keeps the champion).
+    #[arg(long, default_value_t = 0.0)]
+    pub min_gain: f64,
+    /// Share of failures alarmed ≥ 1 h ahead the challenger may lose.
+    #[arg(long, default_value_t = 0.05)]
+    pub max_recall_loss: f64,
+    /// Alarms per 1,000 GPU-days the challenger may raise, as a multiple
+    /// of the champion's.
+    #[arg(long, default_value_t = 1.5)]
+    pub max_alarm_ratio: f64,
+    /// Fraction of negative rows sampled for the PR-AUC.
+    #[arg(long, default_value_t = 0.05)]
+    pub compare_negative_rate: f64,
 }
 
 /// The scenario mode's flags (`--model`, `--out`, `--seed` are shared).

@@ -21,16 +21,21 @@
 //! when the labels give no onset) of failures that have a precursor. The
 //! report prints both, and the share of positives the second keeps.
 //!
+//! With `--challenger` it compares a new artifact with the one in service
+//! instead and writes a verdict (`compare`, `verdict`).
+//!
 //! This module reads and scores the rows; the report itself is
 //! `evaluation::model_report`, the scenario suite `scenario`.
 
 mod args;
+pub mod compare;
 mod scenario;
+pub mod verdict;
 
-pub use args::EvaluateArgs;
+pub use args::{CompareArgs, EvaluateArgs};
 
 use anyhow::Context;
-use datasets::training::{self, Fates, Interner, Outcome};
+use datasets::training::{self, Fates, Outcome};
 use evaluation::model_report::{self, Event, ReportInput, Rows};
 use models::failure::{FailureModel, INPUT_WIDTH, InputState};
 use models::trend::TrendConfig;
@@ -39,6 +44,9 @@ use models::trend::TrendConfig;
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
     if args.scenarios.scenario.is_some() {
         return scenario::run(args);
+    }
+    if let Some(c) = &args.compare.challenger {
+        return compare::run(args, c);
     }
     let model_path = args.model.as_deref().context("--model is required")?;
     let model = FailureModel::load(model_path)
@@ -60,8 +68,10 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
             }
             None => Vec::new(),
         };
-        let fates =
-            Fates::scan(path, &labels).with_context(|| format!("reading {}", path.display()))?;
+        let data = training::Dataset::open(path, None, None)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let fates = Fates::scan(&data, &labels, |_| {})
+            .with_context(|| format!("reading {}", path.display()))?;
         let base = events.len();
         let mut event_of = vec![usize::MAX; fates.fates.len()];
         for (g, f) in fates.fates.iter().enumerate() {
@@ -78,8 +88,8 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         let mut states: Vec<InputState> = vec![InputState::new(); fates.fates.len()];
         let mut x = [0f32; INPUT_WIDTH];
         let pb = crate::progress::bar(fates.rows, "rows");
-        let (mut gpus, mut hosts) = (Interner::default(), Interner::default());
-        training::for_each_row(path, &mut gpus, &mut hosts, None, |r| {
+        let (mut gpus, mut hosts) = (fates.gpus.clone(), fates.hosts.clone());
+        let each = |r: &training::RowRef<'_>| {
             n_rows += 1;
             if n_rows.is_multiple_of(65_536) {
                 pb.inc(65_536);
@@ -117,8 +127,9 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
                 rows.w.push((1.0 / rate) as f32);
                 rows.pre.push(y == 0 || Fates::visible(fate, r.ts_ms));
             }
-        })
-        .with_context(|| format!("reading {}", path.display()))?;
+        };
+        data.for_each_row(&mut gpus, &mut hosts, None, true, each, |_| {})
+            .with_context(|| format!("reading {}", path.display()))?;
         pb.finish_and_clear();
     }
     std::fs::create_dir_all(&args.out)

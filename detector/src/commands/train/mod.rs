@@ -1,10 +1,14 @@
 //! `forewarn train`: builds training, calibration and validation sets from
-//! feature exports (`forewarn features`) and labels, trains the
+//! the service's Parquet exports (an export root or its `features` table)
+//! or `forewarn features` files, and labels from every source (`read`),
+//! trains the
 //! gradient-boosted failure model and the logistic baseline, calibrates
 //! both, picks the operating point and writes one artifact (`model.fwm`).
 //! Prints validation figures for both models side by side.
 
-use std::path::{Path, PathBuf};
+pub mod read;
+
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -12,22 +16,46 @@ use clap::Args;
 use datasets::training::{self, ExampleSet, SetConfig, Sets};
 use models::failure::sampling::{self, balanced_sample, balanced_weights, operating_point};
 use models::failure::{
-    Booster, Examples, FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, InputState, Logistic, Platt,
-    TrainingMeta,
+    Booster, Examples, FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, Logistic, Platt, TrainingMeta,
 };
-use models::trend::TrendConfig;
+use read::{LabelArgs, ReadReport, TimeBound};
 
 /// Train the failure model from feature exports and labels.
 #[derive(Args, Debug)]
 pub struct TrainArgs {
-    /// Feature exports (`forewarn features --out …`).
+    /// What to train on: the service's export root (`forewarn-export`), its
+    /// feature table (`forewarn-export/features`) or a `forewarn features`
+    /// file. Each argument is one fleet; an export's files are stitched
+    /// into one history per GPU.
     #[arg(long, required = true, num_args = 1..)]
     pub data: Vec<PathBuf>,
-    /// Failure labels (`gpu,ts,kind` CSV or the simulator's Parquet), one
-    /// per data file or one for all; failures are also read off the
-    /// telemetry.
+    /// Only rows at or after this time: `2026-11-01T00:00:00Z`,
+    /// `2026-11-01`, or a duration before the newest export hour (`30d`).
+    #[arg(long, value_parser = read::parse_bound)]
+    pub since: Option<TimeBound>,
+    /// Only rows before this time (same forms as --since).
+    #[arg(long, value_parser = read::parse_bound)]
+    pub until: Option<TimeBound>,
+    /// RMA / ticket labels (`gpu,ts,kind` CSV or the simulator's Parquet),
+    /// one per --data or one for all; failures are also read off the
+    /// telemetry and the export's alerts table.
     #[arg(long, num_args = 1..)]
     pub labels: Vec<PathBuf>,
+    /// The service's operator labels (`api.labels_file`, what
+    /// `POST /v1/labels` appends to): failures, and `false_alarm`, which
+    /// cancels the alerts table's failure label of that GPU.
+    #[arg(long)]
+    pub operator_labels: Option<PathBuf>,
+    /// Do not take failure labels from the export's alerts table.
+    #[arg(long)]
+    pub no_alert_labels: bool,
+    /// About this many example rows at most (sampling rates are lowered to
+    /// fit): bounds memory whatever the span read. 0: no cap.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub max_rows: usize,
+    /// Write what was read and the validation figures as JSON here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
     /// Predict failures this far ahead (`24h`, `90m`, `2d`).
     #[arg(long, default_value = "24h", value_parser = parse_horizon_ms)]
     pub horizon: i64,
@@ -97,86 +125,57 @@ pub fn parse_horizon_ms(s: &str) -> Result<i64, String> {
     Ok(duration_ms(d))
 }
 
-/// Reads every data file into sets, each row's input built with a
-/// per-GPU trend forecast in file order.
+/// Reads every `--data` argument (each one fleet) into sets; prints what
+/// was read. Returns the sets, the reports and the start of the held-out
+/// time of the first dataset.
 pub fn load_sets(
-    data: &[PathBuf],
-    labels: &[PathBuf],
+    args: &TrainArgs,
     cfg: &SetConfig,
-) -> anyhow::Result<(Sets, usize, usize)> {
+) -> anyhow::Result<(Sets, Vec<ReadReport>, Option<i64>)> {
     let mut all = Sets {
         train: ExampleSet::new(INPUT_WIDTH),
         calibration: ExampleSet::new(INPUT_WIDTH),
         validation: ExampleSet::new(INPUT_WIDTH),
     };
-    let (mut gpus, mut failures) = (0, 0);
-    for (i, path) in data.iter().enumerate() {
-        let lab = match labels.get(i).or(if labels.len() == 1 {
-            labels.first()
-        } else {
-            None
-        }) {
-            Some(l) => {
-                datasets::labels::read(l).with_context(|| format!("reading {}", l.display()))?
-            }
-            None => Vec::new(),
-        };
-        let (fates, sets) = read_one(path, &lab, cfg)?;
-        gpus += fates.gpus.len();
-        failures += fates.failures();
+    let mut reports = Vec::new();
+    let mut held_out_from = None;
+    let label_args = LabelArgs {
+        operator: args.operator_labels.as_deref(),
+        alerts: !args.no_alert_labels,
+    };
+    for (i, path) in args.data.iter().enumerate() {
+        let data = read::open_dataset(path, args.since, args.until)?;
+        let ticket = args
+            .labels
+            .get(i)
+            .or(if args.labels.len() == 1 {
+                args.labels.first()
+            } else {
+                None
+            })
+            .map(PathBuf::as_path);
+        let (fates, report) = read::scan(&data, &label_args, ticket)?;
+        report.print();
+        read::check(&fates, cfg, &data.name)?;
+        let (neg, pos) = training::effective_rates(&fates, cfg);
+        if neg < cfg.negative_rate || pos < cfg.positive_rate {
+            eprintln!(
+                "  --max-rows {}: sampling negatives at {neg:.4}, positives at {pos:.4}",
+                cfg.max_rows.unwrap_or(0)
+            );
+        }
+        held_out_from.get_or_insert(fates.cut_ms(cfg.time_cut.unwrap_or(0.5)));
+        let sets = read::build(&data, &fates, cfg)?;
         for (dst, src) in [
             (&mut all.train, sets.train),
             (&mut all.calibration, sets.calibration),
             (&mut all.validation, sets.validation),
         ] {
-            append(dst, src);
+            read::append(dst, src);
         }
+        reports.push(report);
     }
-    Ok((all, gpus, failures))
-}
-
-fn append(dst: &mut ExampleSet, src: ExampleSet) {
-    dst.x.extend(src.x);
-    dst.y.extend(src.y);
-    dst.weight.extend(src.weight);
-    dst.lead_h.extend(src.lead_h);
-    dst.visible.extend(src.visible);
-    dst.gpu.extend(src.gpu);
-    dst.ts_ms.extend(src.ts_ms);
-}
-
-fn read_one(
-    path: &Path,
-    labels: &[datasets::Label],
-    cfg: &SetConfig,
-) -> anyhow::Result<(training::Fates, Sets)> {
-    let tcfg = TrendConfig::default();
-    let mut states: Vec<InputState> = Vec::new();
-    let mut row = [0f32; INPUT_WIDTH];
-    let pb = crate::progress::bar(0, "rows");
-    let out = training::build(
-        path,
-        labels,
-        cfg,
-        INPUT_WIDTH,
-        |r, out| {
-            let g = r.gpu as usize;
-            if g >= states.len() {
-                states.resize_with(g + 1, InputState::new);
-            }
-            let st = &mut states[g];
-            let f = st.update(&tcfg, r.ts_ms, r.values);
-            st.build(r.ts_ms, r.values, f.as_ref(), &mut row);
-            out.extend_from_slice(&row);
-        },
-        |done, total| {
-            pb.set_length(total);
-            pb.set_position(done);
-        },
-    )
-    .with_context(|| format!("reading {}", path.display()))?;
-    pb.finish_and_clear();
-    Ok(out)
+    Ok((all, reports, held_out_from))
 }
 
 /// The sampling's view of a set built by `datasets`.
@@ -203,9 +202,12 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         seed: args.seed,
         time_cut: Some(args.time_cut),
         skip_invisible: args.skip_invisible,
+        max_rows: (args.max_rows > 0).then_some(args.max_rows),
         ..SetConfig::default()
     };
-    let (sets, gpus, failures) = load_sets(&args.data, &args.labels, &cfg)?;
+    let (sets, reports, held_out_from) = load_sets(args, &cfg)?;
+    let gpus: usize = reports.iter().map(|r| r.gpus).sum();
+    let failures: usize = reports.iter().map(|r| r.failures).sum();
     let (tr, ca, va) = (
         view(&sets.train)?,
         view(&sets.calibration)?,
@@ -223,7 +225,14 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(
         tr.positives() > 0 && ca.positives() > 0,
-        "no failures in the training or calibration split: use more GPUs, more hours or a higher --failure-rate"
+        "no positive row in the {} split although {failures} GPUs fail: the failures \
+         fall on GPUs of the other splits (70/15/15 by GPU) or too close to the time cut; \
+         read more GPUs or a longer span",
+        if tr.positives() == 0 {
+            "training"
+        } else {
+            "calibration"
+        }
     );
 
     let t1 = Instant::now();
@@ -308,6 +317,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             budget: args.budget,
             train_seconds: gbdt_s,
             validation: Vec::new(),
+            held_out_from_ms: held_out_from,
         },
     );
     // Validation figures, both models.
@@ -342,6 +352,21 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     }
     println!("operating point: P(fail within horizon) ≥ {threshold:.4}");
     model.meta.validation = figures;
+    if let Some(p) = &args.report {
+        let json = serde_json::json!({
+            "read": reports,
+            "sets": {
+                "train": [tr.len(), tr.positives()],
+                "calibration": [ca.len(), ca.positives()],
+                "validation": [va.len(), va.positives()],
+            },
+            "held_out_from": held_out_from.map(features::time::format_rfc3339_s),
+            "validation": model.meta.validation,
+            "seconds": t0.elapsed().as_secs_f64(),
+        });
+        std::fs::write(p, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
     model
         .save(&args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;
