@@ -91,7 +91,7 @@ fn an_export_root_is_one_fleet_in_event_time_order() {
         assert_eq!(fates.start_ms, DAY);
 
         // Ordered: every GPU's rows by event time, the late rows in place.
-        let mut last = vec![i64::MIN; 16];
+        let mut last = [i64::MIN; 16];
         let (mut gpus, mut hosts) = (Interner::default(), Interner::default());
         let n = data
             .for_each_row(

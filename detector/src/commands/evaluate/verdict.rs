@@ -180,13 +180,13 @@ mod tests {
     #[test]
     fn a_tie_more_misses_or_more_pages_keep_the_champion() {
         let champ = fig(0.3, 7, 20.0);
-        assert_eq!(passes(&champ, &fig(0.3, 7, 20.0))[0], false, "tie");
-        assert_eq!(passes(&champ, &fig(0.5, 6, 20.0))[1], false, "recall");
-        assert_eq!(passes(&champ, &fig(0.5, 7, 31.0))[2], false, "pages");
+        assert!(!passes(&champ, &fig(0.3, 7, 20.0))[0], "tie");
+        assert!(!passes(&champ, &fig(0.5, 6, 20.0))[1], "recall");
+        assert!(!passes(&champ, &fig(0.5, 7, 31.0))[2], "pages");
         // A silent champion: the challenger may raise about one alarm per
         // 1,000 GPU-days, no more.
         let silent = fig(0.1, 0, 0.0);
-        assert_eq!(passes(&silent, &fig(0.5, 7, 0.9))[2], true);
-        assert_eq!(passes(&silent, &fig(0.5, 7, 3.0))[2], false);
+        assert!(passes(&silent, &fig(0.5, 7, 0.9))[2]);
+        assert!(!passes(&silent, &fig(0.5, 7, 3.0))[2]);
     }
 }
