@@ -159,6 +159,11 @@ dir = "export"
             "models",
             "--verdict",
             "verdict.json",
+            "--min-gain=-1",
+            "--max-recall-loss",
+            "1",
+            "--max-alarm-ratio",
+            "1000",
         ],
         &dir,
     );
