@@ -127,18 +127,7 @@ pub fn amtool_ok(url: &str, auth: Option<&Path>, args: &[&str]) -> String {
 /// The built-in alert policy (lifecycle, correlation) under `[alerts]`,
 /// routed to one Alertmanager receiver at `url`, grouped by kind and rack.
 pub fn policy_to(url: &str) -> String {
-    let default = include_str!("../../detector/src/config/default_alerts.toml");
-    let head = default.split("\n[route]").next().expect("policy head");
-    let mut s = String::new();
-    for line in head.lines() {
-        match line.strip_prefix('[') {
-            Some(rest) if !rest.starts_with('[') => s.push_str(&format!("[alerts.{rest}\n")),
-            _ => {
-                s.push_str(line);
-                s.push('\n');
-            }
-        }
-    }
+    let mut s = crate::service::builtin_policy_head();
     s.push_str(&format!(
         r#"
 [alerts.route]

@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use crate::{forewarn, forewarn_bin};
 
-/// The built-in policy's lifecycle and correlation, with routes to PagerDuty
-/// (critical, one group per alert) and Slack (everything).
-pub fn alert_policy(pd: u16, outbox: &str) -> String {
+/// The built-in policy's lifecycle and correlation (everything before its
+/// `[route]`), as tables under `[alerts]`.
+pub fn builtin_policy_head() -> String {
     let default = include_str!("../../detector/src/config/default_alerts.toml");
     let head = default.split("\n[route]").next().expect("policy head");
     let mut s = String::new();
@@ -28,6 +28,13 @@ pub fn alert_policy(pd: u16, outbox: &str) -> String {
             }
         }
     }
+    s
+}
+
+/// The built-in policy's lifecycle and correlation, with routes to PagerDuty
+/// (critical, one group per alert) and Slack (everything).
+pub fn alert_policy(pd: u16, outbox: &str) -> String {
+    let mut s = builtin_policy_head();
     s.push_str(&format!(
         r#"
 [alerts.route]

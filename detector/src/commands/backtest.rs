@@ -161,17 +161,23 @@ pub fn run(args: &BacktestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Why a run that decoded samples but scored none fails: every sample was
-/// refused, usually because no GPU reached the third sample the admission
-/// gate waits for (a capture file or a single scrape is one snapshot of
-/// each GPU, not telemetry).
-fn nothing_scored(inputs: &[PathBuf], read: u64, dead: &DeadLetters) -> String {
+/// The inputs' names and the dead letters' counts by reason, for messages.
+fn inputs_and_reasons(inputs: &[PathBuf], dead: &DeadLetters) -> (Vec<String>, Vec<String>) {
     let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
     let reasons: Vec<String> = dead
         .by_reason()
         .iter()
         .map(|(r, n)| format!("{n} {r}"))
         .collect();
+    (names, reasons)
+}
+
+/// Why a run that decoded samples but scored none fails: every sample was
+/// refused, usually because no GPU reached the third sample the admission
+/// gate waits for (a capture file or a single scrape is one snapshot of
+/// each GPU, not telemetry).
+fn nothing_scored(inputs: &[PathBuf], read: u64, dead: &DeadLetters) -> String {
+    let (names, reasons) = inputs_and_reasons(inputs, dead);
     format!(
         "nothing was scored from {}: {read} samples decoded, all refused ({}). A GPU is scored from its third sample on, so a snapshot (an nvidia-smi capture, a single scrape) is not enough: record a series, e.g. `nvidia-smi --query-gpu=… --format=csv -l 30` or dcgm-exporter's /metrics scraped over time (docs/inputs/files.md)",
         names.join(", "),
@@ -190,12 +196,7 @@ pub fn nothing_decoded(
     dead: &DeadLetters,
     dead_letter: Option<&std::path::Path>,
 ) -> String {
-    let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-    let reasons: Vec<String> = dead
-        .by_reason()
-        .iter()
-        .map(|(r, n)| format!("{n} {r}"))
-        .collect();
+    let (names, reasons) = inputs_and_reasons(inputs, dead);
     let reasons = if reasons.is_empty() {
         "the input is empty".to_owned()
     } else {
