@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use detector::api::{AppState, Server, ServerSettings, app};
-use detector::assess::{Assessment, HealthState, Kind};
+use detector::assess::{Assessment, HealthState, KINDS, Kind};
 use detector::state::{SharedState, State};
 use features::Topology;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -66,7 +66,7 @@ fn assessment(g: usize, risk: f64, ts_ms: i64) -> Assessment {
         risk,
         state: HealthState::from_risk(risk),
         kind: Kind::HbmEccTrend,
-        components: [0.0; 8],
+        components: [0.0; KINDS],
         anomaly_grade: 0.0,
         eta_hours: None,
         reasons: Vec::new(),

@@ -19,7 +19,11 @@ pub use crate::state::{BUILTIN_VERSION, ModelStatus};
 /// The model version reported on `/metrics`, `/v1/fleet` and in exports.
 pub fn version_of(model: Option<&FailureModel>) -> String {
     match model {
-        Some(m) => format!("{BUILTIN_VERSION}+gbdt-{}", m.meta.created),
+        Some(m) => format!(
+            "{BUILTIN_VERSION}+{}-{}",
+            m.primary.as_str(),
+            m.meta.created
+        ),
         None => BUILTIN_VERSION.to_owned(),
     }
 }
@@ -35,7 +39,8 @@ pub fn load_model(path: Option<&Path>) -> anyhow::Result<Option<Arc<FailureModel
         model = %path.display(),
         trained = %m.meta.created,
         horizon_h = m.meta.horizon_h,
-        threshold = m.threshold,
+        alarms_by = m.primary.as_str(),
+        threshold = m.alarm_threshold(),
         "failure model loaded"
     );
     Ok(Some(Arc::new(m)))

@@ -264,7 +264,7 @@ mod tests {
             risk,
             state,
             kind: crate::assess::Kind::HbmEccTrend,
-            components: [0.0; 8],
+            components: [0.0; crate::assess::KINDS],
             anomaly_grade: 0.0,
             eta_hours: None,
             reasons: Vec::new(),

@@ -86,7 +86,7 @@ pub fn write(
     let _ = writeln!(md, "# Failure model evaluation\n");
     let _ = writeln!(
         md,
-        "Model `{}` (trained {} on {} rows, {} GPUs, {} failures; horizon {} h; {}). \
+        "Model `{}` (trained {} on {} rows, {} GPUs, {} failures; horizon {} h; {}; alarms by the {}). \
          Evaluated on {} ({} rows; {} failures).\n",
         input.model_path.display(),
         m.created,
@@ -95,6 +95,10 @@ pub fn write(
         m.failures,
         m.horizon_h,
         m.booster,
+        match model.primary {
+            models::failure::Primary::Gbdt => "GBDT",
+            models::failure::Primary::Logistic => "logistic baseline",
+        },
         input
             .data
             .iter()

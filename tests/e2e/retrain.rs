@@ -197,7 +197,10 @@ dir = "export"
     wait_for(
         "the new model on /v1/models",
         Duration::from_secs(60),
-        || model_version(port).contains("+gbdt-"),
+        || {
+            let v = model_version(port);
+            v.contains("+gbdt-") || v.contains("+logistic-")
+        },
     );
     assert!(
         serve.0.try_wait().expect("serve status").is_none(),

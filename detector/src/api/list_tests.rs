@@ -10,7 +10,7 @@ use tower::ServiceExt;
 
 use super::app;
 use super::gpus::{GpuSummary, summary};
-use crate::assess::{Assessment, HealthState, Kind};
+use crate::assess::{Assessment, HealthState, KINDS, Kind};
 use crate::state::{GpuView, SharedState, State};
 
 /// splitmix64: a tiny seeded generator for the tables.
@@ -60,7 +60,7 @@ fn assessment(rng: &mut Rng, gpu: &str, ts_ms: i64) -> Assessment {
             HealthState::from_risk(risk)
         },
         kind: Kind::HbmEccTrend,
-        components: [0.0; 8],
+        components: [0.0; KINDS],
         anomaly_grade: 0.0,
         eta_hours: None,
         reasons: Vec::new(),

@@ -7,11 +7,11 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use super::app;
-use crate::assess::{Assessment, Evidence, HealthState, Kind};
+use crate::assess::{Assessment, Evidence, HealthState, KINDS, Kind};
 use crate::state::{SharedState, State};
 
 fn assessment(gpu: &str, risk: f64, rack: &str, ts_ms: i64) -> Assessment {
-    let mut components = [0.0f32; 8];
+    let mut components = [0.0f32; KINDS];
     components[Kind::HbmEccTrend as usize] = risk as f32;
     Assessment {
         ts_ms,

@@ -25,7 +25,7 @@ pub const TICK_EVERY_MS: i64 = 15_000;
 pub struct AlertStage {
     pub engine: AlertEngine,
     /// Kinds observed non-zero per GPU since they were last clear.
-    watched: HashMap<GpuId, u8, FxBuild>,
+    watched: HashMap<GpuId, u16, FxBuild>,
     last_tick_ms: i64,
     watermark_ms: i64,
     /// Event time every input partition has reached (Kafka), if some
@@ -114,7 +114,7 @@ impl AlertStage {
         self.watermark_ms = self.watermark_ms.max(a.ts_ms);
         self.advance_clock();
         let bits = self.watched.get(&a.gpu).copied().unwrap_or(0);
-        let mut now_bits = 0u8;
+        let mut now_bits = 0u16;
         // Built once, and only when some kind of this GPU is observed.
         let mut shared: Option<(Labels, Vec<Reason>)> = None;
         for (i, kind) in Kind::ALL.iter().enumerate() {
@@ -208,7 +208,9 @@ impl AlertStage {
 
 #[derive(Serialize, Deserialize)]
 struct StageSnapshot {
-    watched: Vec<(GpuId, u8)>,
+    /// One bit per kind, as [`Kind::ALL`] (CBOR: written as u8 before a
+    /// ninth kind existed, read the same).
+    watched: Vec<(GpuId, u16)>,
     last_tick_ms: i64,
     watermark_ms: i64,
     /// Absent in checkpoints written before it was kept.
@@ -251,6 +253,7 @@ fn summary_of(a: &Assessment, kind: Kind, reasons: &[Reason]) -> String {
         Kind::PcieErrors => "PCIe replays rising",
         Kind::Straggler => "straggling behind its job peers",
         Kind::Anomaly => "behaving unlike itself and its peers",
+        Kind::FailurePredicted => "likely to fail soon, by the failure model",
     };
     let mut s = format!("{} on {host}: {what}", a.gpu);
     if let Some(r) = reasons.first() {

@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 use models::failure::FailureModel;
 
 use crate::assess::anomaly::{AnomalyModel, SCORE_EVERY};
+use crate::assess::change::ChangeDetector;
 use crate::assess::predict::Predictor;
 use crate::assess::rules::{self, HARD_XIDS};
-use crate::assess::{self, Assessment, Evidence, HealthState, Kind};
+use crate::assess::{self, Assessment, Evidence, HealthState, KINDS, Kind};
 
 /// Which shard owns a GPU: FNV-1a of the UUID (the Kafka key), so every
 /// instance and every run splits the fleet the same way.
@@ -89,6 +90,9 @@ pub struct Shard {
     /// Failure model and trend forecasts (issue 5).
     #[serde(default)]
     predict: Predictor,
+    /// Change tests on the degradation signals (issue #29).
+    #[serde(default)]
+    change: ChangeDetector,
     #[serde(skip)]
     events: Vec<FeatureEvent>,
     #[serde(skip)]
@@ -110,6 +114,7 @@ impl Shard {
             host_seen: HashMap::default(),
             grades: HashMap::default(),
             predict: Predictor::new(None),
+            change: ChangeDetector::default(),
             events: Vec::new(),
             rows: Vec::new(),
             export: None,
@@ -150,6 +155,7 @@ impl Shard {
         self.grades.remove(gpu);
         self.anomaly.forget(gpu);
         self.predict.evict(gpu);
+        self.change.evict(gpu);
     }
 
     /// Every GPU with state and the event time of its newest sample.
@@ -171,6 +177,7 @@ impl Shard {
         self.features.approx_heap_bytes()
             + self.anomaly.heap_bytes()
             + self.predict.heap_bytes()
+            + self.change.heap_bytes()
             + self.hard.len() * 96
             + self.topo.len() * 64
     }
@@ -290,7 +297,7 @@ impl Shard {
                 // The whole host quiet: maintenance or a host outage, not a
                 // GPU failure (watched, not paged).
                 let host_alive = host_last > last_ts_ms + HOST_ALIVE_MARGIN_MS;
-                let mut components = [0.0f32; 8];
+                let mut components = [0.0f32; KINDS];
                 let detail;
                 if self.hard.contains_key(&gpu) {
                     // Silence after a hard failure is the same incident.
@@ -347,7 +354,7 @@ impl Shard {
     }
 
     fn assess(&mut self, row: &FeatureRow, hard_xid: Option<u32>) -> Assessment {
-        let mut components = [0.0f32; 8];
+        let mut components = [0.0f32; KINDS];
         let mut reasons = Vec::new();
         // The earliest row, not the first: a broken clock first in the
         // stream must not postpone the warm-up for ever.
@@ -356,6 +363,7 @@ impl Shard {
             .insert(self.first_ts_ms.map_or(row.ts_ms, |f| f.min(row.ts_ms)));
         let warm = row.ts_ms - first >= WARM_UP_MS;
         rules::evaluate(row, hard_xid, warm, &mut components, &mut reasons);
+        self.change.assess(row, warm, &mut components, &mut reasons);
         if components[Kind::HardFailure as usize] >= 1.0
             && hard_xid.is_none()
             && !self.hard.contains_key(&row.gpu)

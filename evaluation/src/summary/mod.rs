@@ -160,6 +160,9 @@ impl Report {
         let budget_pages: u32 = budget.iter().map(|s| s.false_pages).sum();
         let false_rate =
             (!budget.is_empty()).then(|| 1000.0 * f64::from(budget_pages) / budget_days.max(1e-9));
+        let budget_warnings: u32 = budget.iter().map(|s| s.false_warnings).sum();
+        let false_warning_rate = (!budget.is_empty())
+            .then(|| 1000.0 * f64::from(budget_warnings) / budget_days.max(1e-9));
         let eligible: Vec<&&FailureOutcome> = all.iter().filter(|f| f.early_eligible).collect();
         let early = ratio(
             eligible
@@ -237,6 +240,12 @@ impl Report {
                 "pages matching no failure or incident, quiet fleet + mixed month",
                 false_rate,
                 1.0,
+            ),
+            at_most(
+                "false_warnings_per_1k_gpu_days",
+                "warnings matching no failure or incident, quiet fleet + mixed month",
+                false_warning_rate,
+                10.0,
             ),
             at_least(
                 "early_warning_1h",

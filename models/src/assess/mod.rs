@@ -7,6 +7,8 @@
 //!   XIDs, row-remap failure, a GPU that stopped reporting;
 //! - degradation signals ([`rules`]): memory-error rates and remaps, thermal
 //!   residual, NVLink / PCIe error rates, straggling behind job peers;
+//! - change tests on the same signals ([`change`]): a GPU departing from
+//!   its own baseline, thresholds from the alert budgets;
 //! - the anomaly grade of a streaming random cut forest over the
 //!   workload-aware columns ([`anomaly`]).
 //!
@@ -18,6 +20,7 @@
 //! from the risk, and reasons are ranked by their component's risk.
 
 pub mod anomaly;
+pub mod change;
 pub mod predict;
 pub mod rules;
 
@@ -42,10 +45,16 @@ pub enum Kind {
     Straggler,
     /// Unlike itself and its peers, by the random cut forest.
     Anomaly,
+    /// The supervised failure model expects a failure within its horizon
+    /// and no degradation signal corroborates a cause.
+    FailurePredicted,
 }
 
+/// How many kinds there are: the length of [`Assessment::components`].
+pub const KINDS: usize = 9;
+
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; KINDS] = [
         Kind::HardFailure,
         Kind::GpuLost,
         Kind::HbmEccTrend,
@@ -54,6 +63,7 @@ impl Kind {
         Kind::PcieErrors,
         Kind::Straggler,
         Kind::Anomaly,
+        Kind::FailurePredicted,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -66,6 +76,7 @@ impl Kind {
             Kind::PcieErrors => "pcie_errors",
             Kind::Straggler => "straggler",
             Kind::Anomaly => "anomaly",
+            Kind::FailurePredicted => "failure_predicted",
         }
     }
 
@@ -135,7 +146,7 @@ pub struct Assessment {
     /// The strongest component's kind.
     pub kind: Kind,
     /// Risk per kind, indexed like [`Kind::ALL`].
-    pub components: [f32; 8],
+    pub components: [f32; KINDS],
     /// Calibrated anomaly grade of the forest.
     pub anomaly_grade: f32,
     pub eta_hours: Option<f64>,
@@ -153,7 +164,7 @@ impl Assessment {
 /// evidence of component `k`.
 pub fn fuse(
     row: &FeatureRow,
-    components: [f32; 8],
+    components: [f32; KINDS],
     mut reasons: Vec<(Kind, Evidence)>,
     grade: f32,
     eta_hours: Option<f64>,

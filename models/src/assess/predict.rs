@@ -23,7 +23,7 @@ use features::hash::FxBuild;
 use features::{Col, FeatureRow, GpuId};
 use serde::{Deserialize, Serialize};
 
-use super::{Evidence, Kind};
+use super::{Evidence, KINDS, Kind};
 
 /// Degradation kinds a predicted failure may be attributed to.
 const CAUSES: [Kind; 5] = [
@@ -133,7 +133,7 @@ impl Predictor {
         &mut self,
         row: &FeatureRow,
         warm: bool,
-        components: &mut [f32; 8],
+        components: &mut [f32; KINDS],
         reasons: &mut Vec<(Kind, Evidence)>,
     ) -> Option<f64> {
         let trend = match self.trends.get_mut(&row.gpu) {
@@ -181,7 +181,7 @@ impl Predictor {
                     p
                 }
             };
-            if p >= model.threshold / 2.0 {
+            if p >= model.alarm_threshold() / 2.0 {
                 add_prediction(row, p, model, components, reasons);
             }
         }
@@ -189,7 +189,7 @@ impl Predictor {
     }
 }
 
-fn add_trend(f: &Forecast, components: &mut [f32; 8], reasons: &mut Vec<(Kind, Evidence)>) {
+fn add_trend(f: &Forecast, components: &mut [f32; KINDS], reasons: &mut Vec<(Kind, Evidence)>) {
     let c = &mut components[Kind::HbmEccTrend as usize];
     *c = c.max(eta_risk(f.eta_h));
     let doubling = if f.growth_per_h > 0.0 {
@@ -225,7 +225,7 @@ fn add_prediction(
     row: &FeatureRow,
     p: f64,
     model: &FailureModel,
-    components: &mut [f32; 8],
+    components: &mut [f32; KINDS],
     reasons: &mut Vec<(Kind, Evidence)>,
 ) {
     let strongest = CAUSES
@@ -236,22 +236,29 @@ fn add_prediction(
     let memory = [Col::EccSbeRate, Col::RemapCorrRate, Col::RemapUncorrRate]
         .iter()
         .any(|c| row.get(*c) > 0.0);
-    let cause = strongest.unwrap_or(if memory {
-        Kind::HbmEccTrend
-    } else {
-        Kind::Anomaly
-    });
+    // Uncorroborated, a prediction is a warning of its own kind: it never
+    // borrows another kind's page threshold or hides among anomalies.
+    let cause = strongest.unwrap_or(Kind::FailurePredicted);
+    let thr = model.alarm_threshold();
     let c = &mut components[cause as usize];
-    *c = c.max(probability_risk(p, model.threshold));
+    *c = c.max(probability_risk(p, thr));
     reasons.push((
         cause,
         Evidence {
             signal: "failure_model".into(),
             detail: format!(
-                "failure model: {:.0}% chance this GPU fails within {:.0} h{}",
+                "failure model ({}): {:.0}% chance this GPU fails within {:.0} h \
+                 (alarms at {:.0}%){}{}",
+                model.primary.as_str(),
                 p * 100.0,
                 model.meta.horizon_h,
-                if p >= model.threshold {
+                thr * 100.0,
+                if memory && strongest.is_none() {
+                    "; correctable memory errors present"
+                } else {
+                    ""
+                },
+                if p >= thr {
                     "; drain it before scheduling long jobs"
                 } else {
                     ""
@@ -311,7 +318,7 @@ mod tests {
             if step == 5 {
                 p.set_model(Some(Arc::new(constant_model(""))));
             }
-            let (mut c, mut r) = ([0.0f32; 8], Vec::new());
+            let (mut c, mut r) = ([0.0f32; KINDS], Vec::new());
             p.assess(&row, true, &mut c, &mut r);
             scored_at.push(p.scored[&gpu].ts_ms);
         }
@@ -320,6 +327,52 @@ mod tests {
         let s = 30_000;
         assert_eq!(scored_at, vec![0, 0, 2 * s, 2 * s, 4 * s, 5 * s, 5 * s]);
         assert!((p.scored[&gpu].p - 1.0 / (1.0 + 4f64.exp())).abs() < 1e-3);
+    }
+
+    #[test]
+    fn an_uncorroborated_prediction_is_its_own_kind_and_warns_only() {
+        use crate::failure::Primary;
+        // The GBDT says σ(−4) ≈ 2 %, the baseline σ(+4) ≈ 98 %.
+        let mut m = constant_model("");
+        m.logistic.intercept = 4.0;
+        let row = |ts_ms| FeatureRow {
+            ts_ms,
+            gpu: "GPU-a".into(),
+            topo: Default::default(),
+            phase: Phase::Idle,
+            values: [0.0; FEATURE_COUNT],
+        };
+        let run = |m: &FailureModel, thermal: f32, ts| {
+            let mut p = Predictor::new(Some(Arc::new(m.clone())));
+            let (mut c, mut r) = ([0.0f32; KINDS], Vec::new());
+            c[Kind::ThermalDegradation as usize] = thermal;
+            p.assess(&row(ts), true, &mut c, &mut r);
+            (c, r)
+        };
+        // GBDT primary: below half its operating point, nothing said.
+        let (c, r) = run(&m, 0.0, 0);
+        assert_eq!(c, [0.0; KINDS]);
+        assert!(r.is_empty());
+        // The baseline primary: its 98 % is a failure_predicted warning
+        // with the model named, not an `anomaly` and never a page.
+        m.primary = Primary::Logistic;
+        let (c, r) = run(&m, 0.0, 0);
+        let v = c[Kind::FailurePredicted as usize];
+        assert!(v > 0.9, "{v}");
+        assert!(f64::from(v) < Kind::FailurePredicted.pages_at());
+        assert_eq!(c[Kind::Anomaly as usize], 0.0);
+        assert_eq!(r[0].0, Kind::FailurePredicted);
+        assert!(
+            r[0].1.detail.contains("failure model (logistic): 98%"),
+            "{}",
+            r[0].1.detail
+        );
+        // A degradation signal already showing takes the prediction as
+        // its evidence.
+        let (c, r) = run(&m, 0.2, 0);
+        assert_eq!(c[Kind::FailurePredicted as usize], 0.0);
+        assert!(c[Kind::ThermalDegradation as usize] > 0.9);
+        assert_eq!(r[0].0, Kind::ThermalDegradation);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 
 use features::{Col, FeatureRow};
 
-use super::{Evidence, Kind};
+use super::{Evidence, KINDS, Kind};
 
 /// XIDs that mean the GPU is failing now.
 pub const HARD_XIDS: [u32; 7] = [48, 64, 79, 94, 95, 119, 120];
@@ -43,7 +43,7 @@ pub fn evaluate(
     row: &FeatureRow,
     hard_xid: Option<u32>,
     warm: bool,
-    components: &mut [f32; 8],
+    components: &mut [f32; KINDS],
     reasons: &mut Vec<(Kind, Evidence)>,
 ) {
     let ev = |s: &str, d: String| Evidence {
@@ -271,7 +271,7 @@ mod tests {
     }
 
     fn straggler(row: &FeatureRow) -> f32 {
-        let (mut components, mut reasons) = ([0.0; 8], Vec::new());
+        let (mut components, mut reasons) = ([0.0; KINDS], Vec::new());
         evaluate(row, None, true, &mut components, &mut reasons);
         components[Kind::Straggler as usize]
     }

@@ -31,6 +31,26 @@ pub use logistic::Logistic;
 pub use platt::Platt;
 pub use sampling::Examples;
 
+/// Which of the artifact's two models raises alarms: `train` keeps the one
+/// that did better on its validation split (artifacts from before the
+/// choice have none recorded and use the GBDT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Primary {
+    #[default]
+    Gbdt,
+    Logistic,
+}
+
+impl Primary {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Primary::Gbdt => "gbdt",
+            Primary::Logistic => "logistic",
+        }
+    }
+}
+
 /// The artifact's format tag and version.
 pub const FORMAT: &str = "forewarn-failure-model";
 pub const FORMAT_VERSION: u32 = 2;
@@ -105,10 +125,15 @@ pub struct FailureModel {
     pub gbdt_platt: Platt,
     pub logistic: Logistic,
     pub logistic_platt: Platt,
-    /// Operating point: alarm when the calibrated probability reaches it.
+    /// The GBDT's operating point: it alarms when its calibrated
+    /// probability reaches it ([`FailureModel::alarm_threshold`] is the
+    /// primary's).
     pub threshold: f64,
     /// The baseline's operating point, chosen the same way.
     pub baseline_threshold: f64,
+    /// The model whose probability and operating point alarm.
+    #[serde(default)]
+    pub primary: Primary,
 }
 
 impl FailureModel {
@@ -133,12 +158,31 @@ impl FailureModel {
             logistic_platt,
             threshold: threshold[0],
             baseline_threshold: threshold[1],
+            primary: Primary::Gbdt,
         }
     }
 
-    /// Calibrated P(failure within the horizon) of one input row.
+    /// Calibrated P(failure within the horizon) of one input row, by the
+    /// [`Primary`] model.
     #[inline]
     pub fn probability(&self, x: &[f32]) -> f64 {
+        match self.primary {
+            Primary::Gbdt => self.gbdt_probability(x),
+            Primary::Logistic => self.baseline_probability(x),
+        }
+    }
+
+    /// The primary model's operating point: alarm at or above it.
+    pub fn alarm_threshold(&self) -> f64 {
+        match self.primary {
+            Primary::Gbdt => self.threshold,
+            Primary::Logistic => self.baseline_threshold,
+        }
+    }
+
+    /// The GBDT's calibrated probability, whichever model is primary.
+    #[inline]
+    pub fn gbdt_probability(&self, x: &[f32]) -> f64 {
         self.gbdt_platt.apply(self.gbdt.logit(x))
     }
 

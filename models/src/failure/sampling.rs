@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use thiserror::Error;
 
-use super::Platt;
 use super::metrics;
+use super::{Platt, Primary};
 
 /// A labelled example set's columns, borrowed. Every column has one entry
 /// per row; `x` is row-major with `width` values per row.
@@ -194,6 +194,44 @@ pub fn validate(va: &Examples<'_>, p: &[f64], threshold: f64) -> Validation {
         at,
         alarmed: ev.iter().filter(|m| **m >= threshold).count(),
         failures: ev.len(),
+    }
+}
+
+/// Which model alarms, and why, in one line for `train`'s output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    pub primary: Primary,
+    pub reason: String,
+}
+
+/// Keeps the better model on the validation split: the higher PR-AUC, then
+/// the more failures alarmed ≥ 1 h ahead. The GBDT on a tie, and when the
+/// split has no positive row to judge by.
+pub fn choose_primary(gbdt: &Validation, logistic: &Validation) -> Choice {
+    let judged = |v: &Validation| v.pr_auc.is_finite() && v.pr_auc > 0.0;
+    if !judged(gbdt) && !judged(logistic) {
+        return Choice {
+            primary: Primary::Gbdt,
+            reason: "the validation split has no failure to compare on: keeping the GBDT".into(),
+        };
+    }
+    let key = |v: &Validation| (v.pr_auc, v.alarmed);
+    let logistic_wins = match key(logistic).0.total_cmp(&key(gbdt).0) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal => logistic.alarmed > gbdt.alarmed,
+    };
+    let (primary, win, lose, loser) = if logistic_wins {
+        (Primary::Logistic, logistic, gbdt, "the GBDT")
+    } else {
+        (Primary::Gbdt, gbdt, logistic, "the logistic baseline")
+    };
+    Choice {
+        primary,
+        reason: format!(
+            "validation PR-AUC {:.3} against {loser}'s {:.3}, {}/{} failures alarmed ≥ 1 h against {}/{}",
+            win.pr_auc, lose.pr_auc, win.alarmed, win.failures, lose.alarmed, lose.failures
+        ),
     }
 }
 

@@ -117,3 +117,47 @@ fn columns_of_unequal_length_are_refused() {
     );
     assert!(c.view().check().is_ok());
 }
+
+fn figures(pr_auc: f64, alarmed: usize) -> Validation {
+    Validation {
+        pr_auc,
+        brier: 0.1,
+        at: metrics::PrPoint {
+            threshold: 0.5,
+            precision: 0.5,
+            recall: 0.5,
+        },
+        alarmed,
+        failures: 10,
+    }
+}
+
+#[test]
+fn the_better_model_on_validation_alarms() {
+    // The case: the baseline's PR-AUC is higher, so it is kept.
+    let c = choose_primary(&figures(0.840, 9), &figures(0.879, 8));
+    assert_eq!(c.primary, Primary::Logistic);
+    assert!(
+        c.reason.contains("0.879") && c.reason.contains("0.840"),
+        "{}",
+        c.reason
+    );
+    assert_eq!(
+        choose_primary(&figures(0.9, 9), &figures(0.879, 9)).primary,
+        Primary::Gbdt
+    );
+    // A tie in PR-AUC goes to the one that warns more failures in time,
+    // then to the GBDT.
+    assert_eq!(
+        choose_primary(&figures(0.8, 7), &figures(0.8, 8)).primary,
+        Primary::Logistic
+    );
+    assert_eq!(
+        choose_primary(&figures(0.8, 8), &figures(0.8, 8)).primary,
+        Primary::Gbdt
+    );
+    // Nothing to judge by: the GBDT, saying so.
+    let none = choose_primary(&figures(0.0, 0), &figures(f64::NAN, 0));
+    assert_eq!(none.primary, Primary::Gbdt);
+    assert!(none.reason.contains("no failure"), "{}", none.reason);
+}

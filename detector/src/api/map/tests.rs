@@ -9,7 +9,7 @@ use tower::ServiceExt;
 use super::cache::MapCache;
 use super::frame;
 use crate::api::app;
-use crate::assess::{Assessment, HealthState, Kind};
+use crate::assess::{Assessment, HealthState, KINDS, Kind};
 use crate::state::{SharedState, State};
 
 fn assessment(
@@ -33,7 +33,7 @@ fn assessment(
         risk,
         state: HealthState::from_risk(risk),
         kind: Kind::HardFailure,
-        components: [0.0; 8],
+        components: [0.0; KINDS],
         anomaly_grade: 0.0,
         eta_hours: None,
         reasons: vec![],

@@ -241,12 +241,12 @@ pub fn run(args: &EvaluateArgs, challenger_path: &Path) -> anyhow::Result<()> {
     let horizon_ms = (challenger.meta.horizon_h * 3.6e6) as i64;
     let n = fates.fates.len();
     let champ_thr = match &champion {
-        Champion::Model(_, m) => m.threshold,
+        Champion::Model(_, m) => m.alarm_threshold(),
         Champion::Exported(_) => BUILTIN_THRESHOLD,
     };
     let mut tallies = [
         Tally::new(n, champ_thr),
-        Tally::new(n, challenger.threshold),
+        Tally::new(n, challenger.alarm_threshold()),
     ];
     let mut truth = Truth {
         observable: vec![false; n],

@@ -106,7 +106,7 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
                 Outcome::Negative => (0u8, args.negative_rate, 0),
                 Outcome::Censored | Outcome::Failed => return,
             };
-            let p = [model.probability(&x), model.baseline_probability(&x)];
+            let p = [model.gbdt_probability(&x), model.baseline_probability(&x)];
             if y == 1 {
                 let e = &mut events[event_of[g]];
                 let lead_h = lead_ms as f64 / 3.6e6;

@@ -1,10 +1,11 @@
 //! `forewarn train`: builds training, calibration and validation sets from
 //! the service's Parquet exports (an export root or its `features` table)
 //! or `forewarn features` files, and labels from every source (`read`),
-//! trains the
-//! gradient-boosted failure model and the logistic baseline, calibrates
-//! both, picks the operating point and writes one artifact (`model.fwm`).
-//! Prints validation figures for both models side by side.
+//! trains the gradient-boosted failure model and the logistic baseline,
+//! calibrates both, picks their operating points, keeps the one that does
+//! better on the validation split as the model that alarms (`--primary`)
+//! and writes one artifact (`model.fwm`). Prints validation figures for
+//! both models side by side, and the choice.
 
 pub mod read;
 
@@ -14,9 +15,12 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use datasets::training::{self, ExampleSet, SetConfig, Sets};
-use models::failure::sampling::{self, balanced_sample, balanced_weights, operating_point};
+use models::failure::sampling::{
+    self, Choice, balanced_sample, balanced_weights, choose_primary, operating_point,
+};
 use models::failure::{
-    Booster, Examples, FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, Logistic, Platt, TrainingMeta,
+    Booster, Examples, FailureModel, Gbdt, GbdtParams, INPUT_WIDTH, Logistic, Platt, Primary,
+    TrainingMeta,
 };
 use read::{LabelArgs, ReadReport, TimeBound};
 
@@ -102,6 +106,19 @@ pub struct TrainArgs {
     /// Where the train / held-out time cut lies, as a fraction of the span.
     #[arg(long, default_value_t = 0.5)]
     pub time_cut: f64,
+    /// Which model alarms: `auto` keeps the one with the higher PR-AUC on
+    /// the validation split (the GBDT on a tie); `gbdt` or `logistic`
+    /// force it. Both are trained and stored either way.
+    #[arg(long, value_enum, default_value_t = PrimaryArg::Auto)]
+    pub primary: PrimaryArg,
+}
+
+/// `--primary`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrimaryArg {
+    Auto,
+    Gbdt,
+    Logistic,
 }
 
 /// `--booster`.
@@ -320,7 +337,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             held_out_from_ms: held_out_from,
         },
     );
-    // Validation figures, both models.
+    // Validation figures, both models, and the one that alarms.
     println!(
         "validation ({} rows, {} positive; weighted to the full data)",
         va.len(),
@@ -329,18 +346,19 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     println!("| model | PR-AUC | Brier | precision | recall | failures alarmed ≥1h |");
     println!("|---|---|---|---|---|---|");
     let mut figures = Vec::new();
-    for (name, p) in [
-        ("gbdt", sampling::score(&va, |x| model.probability(x))),
+    let mut judged = Vec::new();
+    for (name, p, thr) in [
+        (
+            "gbdt",
+            sampling::score(&va, |x| model.gbdt_probability(x)),
+            threshold,
+        ),
         (
             "logistic (baseline)",
             sampling::score(&va, |x| model.baseline_probability(x)),
+            baseline_threshold,
         ),
     ] {
-        let thr = if name == "gbdt" {
-            threshold
-        } else {
-            baseline_threshold
-        };
         let v = sampling::validate(&va, &p, thr);
         let (ap, brier) = (v.pr_auc, v.brier);
         println!(
@@ -349,8 +367,16 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         );
         figures.push((format!("{name} pr_auc"), ap));
         figures.push((format!("{name} brier"), brier));
+        judged.push(v);
     }
-    println!("operating point: P(fail within horizon) ≥ {threshold:.4}");
+    let choice = pick(args.primary, &judged[0], &judged[1]);
+    model.primary = choice.primary;
+    println!(
+        "alarms by: {} ({}); operating point P(fail within horizon) ≥ {:.4}",
+        choice.primary.as_str(),
+        choice.reason,
+        model.alarm_threshold()
+    );
     model.meta.validation = figures;
     if let Some(p) = &args.report {
         let json = serde_json::json!({
@@ -362,6 +388,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             },
             "held_out_from": held_out_from.map(features::time::format_rfc3339_s),
             "validation": model.meta.validation,
+            "primary": {"model": choice.primary.as_str(), "why": choice.reason},
             "seconds": t0.elapsed().as_secs_f64(),
         });
         std::fs::write(p, serde_json::to_string_pretty(&json)?)
@@ -376,4 +403,17 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         t0.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// `--primary`: the measured choice, or the forced one (saying so).
+fn pick(arg: PrimaryArg, gbdt: &sampling::Validation, logistic: &sampling::Validation) -> Choice {
+    let forced = |primary: Primary| Choice {
+        primary,
+        reason: "forced by --primary".into(),
+    };
+    match arg {
+        PrimaryArg::Auto => choose_primary(gbdt, logistic),
+        PrimaryArg::Gbdt => forced(Primary::Gbdt),
+        PrimaryArg::Logistic => forced(Primary::Logistic),
+    }
 }

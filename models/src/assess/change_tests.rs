@@ -1,0 +1,175 @@
+use super::*;
+use features::rng::Xoshiro256PlusPlus as SimRng;
+use features::{FEATURE_COUNT, Phase};
+
+const STEP_MS: i64 = 30_000;
+
+fn row(ts_ms: i64, sbe: f32, temp_z: f32) -> FeatureRow {
+    let mut values = [f32::NAN; FEATURE_COUNT];
+    values[Col::IntervalS as usize] = 30.0;
+    values[Col::EccSbeDelta as usize] = sbe;
+    values[Col::PcieReplayDelta as usize] = 0.0;
+    values[Col::GpuTempResidPeerZ as usize] = temp_z;
+    FeatureRow {
+        ts_ms,
+        gpu: "GPU-c".into(),
+        topo: Default::default(),
+        phase: Phase::Training,
+        values,
+    }
+}
+
+/// Poisson draw by inversion (small means).
+fn poisson(rng: &mut SimRng, mean: f64) -> f32 {
+    let (mut k, mut p, l) = (0u32, 1.0f64, (-mean).exp());
+    loop {
+        p *= rng.next_f64();
+        if p <= l {
+            return k as f32;
+        }
+        k += 1;
+    }
+}
+
+fn normal(rng: &mut SimRng) -> f32 {
+    let (u, v) = (rng.next_f64_open0(), rng.next_f64());
+    ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+}
+
+/// Runs `hours` of rows, `rate(h)` correctable errors per hour and a
+/// temperature z of `temp(h)` plus noise; returns the hour of the first
+/// warning (risk ≥ 0.6) per kind.
+fn run(
+    hours: f64,
+    seed: u64,
+    rate: impl Fn(f64) -> f64,
+    temp: impl Fn(f64) -> f64,
+) -> (Option<f64>, Option<f64>, ChangeDetector) {
+    let mut d = ChangeDetector::new(ChangeConfig::default());
+    let mut rng = SimRng::seed_from_u64(seed);
+    let (mut ecc, mut thermal) = (None, None);
+    let n = (hours * 120.0) as i64;
+    for i in 0..n {
+        let h = i as f64 / 120.0;
+        let sbe = poisson(&mut rng, rate(h) / 120.0);
+        let z = temp(h) as f32 + 0.8 * normal(&mut rng);
+        let (mut c, mut r) = ([0.0f32; KINDS], Vec::new());
+        d.assess(&row(i * STEP_MS, sbe, z), true, &mut c, &mut r);
+        if ecc.is_none() && c[Kind::HbmEccTrend as usize] >= 0.6 {
+            ecc = Some(h);
+        }
+        if thermal.is_none() && c[Kind::ThermalDegradation as usize] >= 0.6 {
+            thermal = Some(h);
+        }
+    }
+    (ecc, thermal, d)
+}
+
+#[test]
+fn thresholds_follow_the_budgets() {
+    let c = ChangeConfig::default();
+    let (w, p) = (c.threshold(c.warn_budget), c.threshold(c.page_budget));
+    // 288 buckets a day, 1,000 GPU-days, 4 signals sharing 10 warnings.
+    assert!((w - (288.0f64 * 1000.0 * 4.0 / 10.0).ln()).abs() < 1e-9);
+    assert!(p > w);
+    assert!((c.risk(w) - 0.6).abs() < 1e-6 && (c.risk(p) - 0.85).abs() < 1e-6);
+    assert!(c.risk(0.0) == 0.0 && c.risk(1e9) <= 0.95);
+    // A tighter budget waits for more evidence.
+    assert!(c.threshold(1.0) > c.threshold(10.0));
+}
+
+#[test]
+fn steady_background_at_any_level_does_not_warn() {
+    // Healthy GPUs whose own rates span two orders of magnitude, and a
+    // steady temperature offset: none departs from itself.
+    for (seed, rate, offset) in [
+        (1, 0.05, 0.0),
+        (2, 0.5, 1.0),
+        (3, 5.0, -0.5),
+        (4, 50.0, 2.0),
+    ] {
+        let (ecc, thermal, _) = run(72.0, seed, |_| rate, |_| offset);
+        assert_eq!(
+            (ecc, thermal),
+            (None, None),
+            "rate {rate}/h offset {offset}"
+        );
+    }
+}
+
+#[test]
+fn a_departure_from_the_gpus_own_rate_warns_early() {
+    // 2/h for 24 h, then the rate doubles every 3 h: it warns long before
+    // the rate reaches the level rule's 60/h (about 15 h later).
+    let onset = 24.0;
+    let rate = |h: f64| {
+        if h < onset {
+            2.0
+        } else {
+            2.0 * 2f64.powf((h - onset) / 3.0)
+        }
+    };
+    let (ecc, _, d) = run(44.0, 7, rate, |_| 0.0);
+    let at = ecc.expect("the growing rate is flagged");
+    assert!(at > onset && at < onset + 10.0, "warned at {at} h");
+    assert!(rate(at) < 60.0, "warned only at {}/h", rate(at));
+    // Its reason names the baseline and the threshold.
+    let (mut c, mut r) = ([0.0f32; KINDS], Vec::new());
+    let mut d = d;
+    d.assess(&row(44 * 3_600_000, 1.0, 0.0), true, &mut c, &mut r);
+    let e = &r
+        .iter()
+        .find(|(k, _)| *k == Kind::HbmEccTrend)
+        .expect("a reason")
+        .1;
+    assert!(
+        e.detail.contains("usual") && e.detail.contains("warns at"),
+        "{}",
+        e.detail
+    );
+}
+
+#[test]
+fn a_step_in_temperature_against_peers_warns_and_one_spike_does_not() {
+    let (_, thermal, _) = run(30.0, 11, |_| 0.5, |h| if h >= 20.0 { 1.5 } else { 0.0 });
+    let at = thermal.expect("a +1.5 σ step is flagged");
+    assert!(at > 20.0 && at < 22.0, "warned at {at} h");
+    // Ten minutes at +4 σ (a job's hot phase) is not a change.
+    let (_, thermal, _) = run(
+        30.0,
+        12,
+        |_| 0.5,
+        |h| if (20.0..20.17).contains(&h) { 4.0 } else { 0.0 },
+    );
+    assert_eq!(thermal, None);
+}
+
+#[test]
+fn one_burst_does_not_decide_alone() {
+    let mut d = ChangeDetector::new(ChangeConfig::default());
+    let mut warned = false;
+    for i in 0..(30 * 120) {
+        let sbe = if i == 20 * 120 { 500.0 } else { 0.0 };
+        let (mut c, mut r) = ([0.0f32; KINDS], Vec::new());
+        d.assess(&row(i * STEP_MS, sbe, 0.0), true, &mut c, &mut r);
+        warned |= c[Kind::HbmEccTrend as usize] >= 0.6;
+    }
+    assert!(!warned);
+}
+
+#[test]
+fn it_is_quiet_while_cold_and_survives_a_snapshot() {
+    let rate = |h: f64| if h < 1.0 { 1.0 } else { 200.0 };
+    let mut d = ChangeDetector::new(ChangeConfig::default());
+    let mut rng = SimRng::seed_from_u64(3);
+    for i in 0..240 {
+        let (mut c, mut r) = ([0.0f32; KINDS], Vec::new());
+        let sbe = poisson(&mut rng, rate(i as f64 / 120.0) / 120.0);
+        d.assess(&row(i * STEP_MS, sbe, 0.0), false, &mut c, &mut r);
+        assert_eq!(c, [0.0; KINDS], "not warm: nothing raised");
+    }
+    let bytes = serde_json::to_vec(&d).expect("serialize");
+    let back: ChangeDetector = serde_json::from_slice(&bytes).expect("deserialize");
+    assert_eq!(back.gpus.len(), 1);
+    assert_eq!(back.gpus["GPU-c"][0].s, d.gpus["GPU-c"][0].s);
+}
