@@ -139,7 +139,7 @@ fn run(a: &Args) -> Result<(), String> {
         a.rho
     );
     println!(
-        "| statistic | fleet background (per GPU-hour) | threshold (healthy max) |\n|---|---|---|"
+        "| statistic | fleet background (per GPU-hour) | threshold (healthy max) | reached by |\n|---|---|---|---|"
     );
     for s in &r.stats {
         let bg = s.background_per_h.map_or("–".into(), |b| format!("{b:.4}"));
@@ -169,7 +169,7 @@ fn run(a: &Args) -> Result<(), String> {
         print!("{}", table::markdown(&cols));
     }
     println!(
-        "\nreference false warnings (on failing GPUs before their precursor): {}",
+        "\nreference false warnings (labelled GPUs alerted outside their failure window): {}",
         r.score.false_warnings
     );
     if let Some(dir) = &a.forewarn {

@@ -25,7 +25,8 @@
 //! Each statistic's threshold is the largest value any healthy GPU reached
 //! over the run (hindsight again): a failing GPU is alerted when one of
 //! its statistics rises above it, so by construction no healthy GPU is.
-//! Alerts on a failing GPU before its precursor count as false warnings.
+//! Alerts on a labelled GPU outside its failure window (before the
+//! precursor; a straggler after its end) count as false warnings.
 //!
 //! [`watch`] is the pass over the telemetry, [`cusum`] the statistics,
 //! [`table`] the per-kind figures (also of forewarn's own outcomes).

@@ -73,8 +73,15 @@ impl Row {
     }
 }
 
+/// The median as `forewarn evaluate`'s summary takes it (the value at rank
+/// `round((n − 1) / 2)`, the upper of two middle values), so the figures
+/// here match its `hbm_median_lead_h`.
 fn median(mut v: Vec<f64>) -> Option<f64> {
-    super::cusum::median(&mut v)
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[((v.len() - 1) as f64 * 0.5).round() as usize])
 }
 
 fn row(key: String, views: &[&View]) -> Row {

@@ -185,7 +185,11 @@ fn table_counts_and_medians() {
         (3, 3, 2, 1)
     );
     assert_eq!(hbm.median_lead_h, Some(0.5));
-    assert_eq!(hbm.median_alerted_lead_h, Some(2.75));
+    assert_eq!(
+        hbm.median_alerted_lead_h,
+        Some(5.0),
+        "the upper middle value"
+    );
     assert_eq!(r[2].key, "all precursors");
     assert_eq!(r[2].failures, 3);
 }
