@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use datasets::scenarios;
-use datasets::simulator::Simulator;
+use datasets::simulator::{Precursor, Simulator};
 use evaluation::reference::cusum::TempSettings;
 use evaluation::reference::table::{self, Row, View};
 use evaluation::reference::{self, Settings};
@@ -119,11 +119,15 @@ fn run(a: &Args) -> Result<(), String> {
     };
     let r = reference::run(&sc.config, &settings).map_err(|e| e.to_string())?;
     let wall_s = started.elapsed().as_secs_f64();
-    let shapes: HashMap<String, &'static str> = Simulator::new(sc.config.clone())
+    let drawn: HashMap<String, Precursor> = Simulator::new(sc.config.clone())
         .map_err(|e| e.to_string())?
         .precursors()
         .into_iter()
-        .map(|(g, p)| (g.to_string(), p.shape.as_str()))
+        .map(|(g, p)| (g.to_string(), p))
+        .collect();
+    let shapes: HashMap<String, &'static str> = drawn
+        .iter()
+        .map(|(g, p)| (g.clone(), p.shape.as_str()))
         .collect();
     let by_kind = |v: &View| Some(v.kind.clone());
     let by_shape = |v: &View| shapes.get(&v.gpu).map(|s| s.to_string());
@@ -149,8 +153,9 @@ fn run(a: &Args) -> Result<(), String> {
     let ref_kind = table::rows(&mine, by_kind);
     let ref_shape = table::rows(&mine, by_shape);
     let mut fw: Option<(Vec<Row>, Vec<Row>)> = None;
+    let mut theirs: Vec<View> = Vec::new();
     if let Some(dir) = &a.forewarn {
-        let theirs = table::read_outcomes(&dir.join(format!("outcomes-{}.json", sc.name)))
+        theirs = table::read_outcomes(&dir.join(format!("outcomes-{}.json", sc.name)))
             .map_err(|e| e.to_string())?;
         fw = Some((
             table::rows(&theirs, by_kind),
@@ -168,6 +173,25 @@ fn run(a: &Args) -> Result<(), String> {
         }
         print!("{}", table::markdown(&cols));
     }
+    let failures = per_failure(&r.truth, &drawn, &mine, &theirs);
+    println!(
+        "\n## per precursor failure\n\n| kind | GPU | shape | amplitude | precursor h | reference lead h | forewarn lead h |\n|---|---|---|---|---|---|---|"
+    );
+    let h = |v: &serde_json::Value| v.as_f64().map_or("–".into(), |x| format!("{x:.1}"));
+    for f in &failures {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            f["kind"].as_str().unwrap_or(""),
+            f["gpu"].as_str().unwrap_or("").get(..12).unwrap_or(""),
+            f["shape"].as_str().unwrap_or(""),
+            f["amplitude"]
+                .as_f64()
+                .map_or("–".into(), |x| format!("{x:.3}")),
+            h(&f["precursor_h"]),
+            h(&f["reference_lead_h"]),
+            h(&f["forewarn_lead_h"]),
+        );
+    }
     println!(
         "\nreference false warnings (labelled GPUs alerted outside their failure window): {}",
         r.score.false_warnings
@@ -180,12 +204,38 @@ fn run(a: &Args) -> Result<(), String> {
             "scenario": sc.name, "seed": a.seed, "reduced": a.reduced, "rho": a.rho,
             "gpu_days": r.truth.gpu_days, "samples": r.samples, "wall_s": wall_s,
             "stats": r.stats, "by_kind": ref_kind, "by_shape": ref_shape,
-            "false_warnings": r.score.false_warnings,
+            "false_warnings": r.score.false_warnings, "failures": failures,
         });
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// One entry per precursor failure: its drawn precursor, its length, and
+/// each detector's lead.
+fn per_failure(
+    truth: &evaluation::score::Truth,
+    drawn: &HashMap<String, Precursor>,
+    mine: &[View],
+    theirs: &[View],
+) -> Vec<serde_json::Value> {
+    let lead =
+        |views: &[View], gpu: &str| views.iter().find(|v| v.gpu == gpu).and_then(|v| v.lead_h);
+    truth
+        .labels
+        .iter()
+        .filter_map(|l| {
+            let gpu = l.gpu.as_deref()?;
+            let p = drawn.get(gpu)?;
+            let precursor_h = l.failure_ms.map(|f| (f - l.onset_ms) as f64 / 3.6e6);
+            Some(serde_json::json!({
+                "kind": l.kind.as_str(), "gpu": gpu, "shape": p.shape.as_str(),
+                "amplitude": p.amplitude, "precursor_h": precursor_h,
+                "reference_lead_h": lead(mine, gpu), "forewarn_lead_h": lead(theirs, gpu),
+            }))
+        })
+        .collect()
 }
 
 /// forewarn's false pages and warnings on the scenario, from its
