@@ -11,12 +11,16 @@
 //! - [`summary`]: scenario scores → targets and the verdict ([`summary::Report`]).
 //! - [`model_report`]: the failure model's report on feature exports.
 //! - [`plots`]: PNG plots (precision-recall, lead time, recall per kind).
+//! - [`reference`]: the hindsight CUSUM reference: how early a plain
+//!   per-GPU change detector could warn on a simulated run (binary
+//!   `reference`).
 //! - [`streams`]: the stream benchmark of the anomaly grade: a labelled
 //!   corpus of our own, window scoring, one global threshold per profile
 //!   (binary `streams`).
 
 pub mod model_report;
 pub mod plots;
+pub mod reference;
 pub mod score;
 pub mod streams;
 pub mod summary;

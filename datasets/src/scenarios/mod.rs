@@ -20,11 +20,16 @@
 //! | `driver_reload_wave`, `app_xid_storm` | 128 × 12 h | 64 × 8 h |
 //! | `dirty_stream` | 128 × 48 h, mixed failures, dirty data | 64 × 24 h |
 //! | `replacement` | 128 × 36 h | 64 × 24 h |
+//! | `random_precursors` | 256 × 96 h, `gpus / 32` failures of each GPU mode | 96 × 48 h |
 //!
 //! The mixed month is scaled down in GPUs, not in time: 128 GPUs over 30
 //! days keep the month's slow processes (HBM precursors of up to two days,
 //! week-long jobs, rack incidents at ~1 per 50 rack-days) at a run time of
 //! a few minutes.
+//!
+//! `random_precursors` (issue #29) is not in [`suite`]: precursors of
+//! random onset, shape and size, for tuning detection on seeds 1–3 and
+//! judging it on seeds from 100 that are held back until the code is final.
 
 use crate::simulator::{FailureKind, Scenario, SimConfig};
 
@@ -54,7 +59,7 @@ pub struct ScenarioRun {
 }
 
 /// Every scenario name, in suite order.
-pub const NAMES: [&str; 15] = [
+pub const NAMES: [&str; 16] = [
     "quiet",
     "hbm_ecc",
     "thermal",
@@ -70,7 +75,13 @@ pub const NAMES: [&str; 15] = [
     "dirty_stream",
     "replacement",
     "mixed_day",
+    "random_precursors",
 ];
+
+/// Scenarios that `suite` leaves out: the smoke test, and the
+/// randomised-precursor family (issue #29: scored on its own, tuning seeds
+/// 1–3, seeds from 100 held back; not in the nine targets' suite).
+pub const NOT_IN_SUITE: [&str; 2] = ["mixed_day", "random_precursors"];
 
 /// Failure rate of the single-mode scenarios: enough failures in 128 GPUs
 /// × 48 h (~10) to measure recall per kind.
@@ -182,6 +193,18 @@ pub fn scenario(name: &str, seed: u64, reduced: bool) -> Option<ScenarioRun> {
             (Scenario::Replacement, size((128, 36.0), (64, 24.0)), 0.0),
             false,
         ),
+        "random_precursors" => (
+            "every mode with randomised precursors (onset 2-48 h, exponential / linear / \
+             step / bursty, amplitudes down to background), per-GPU background rates over \
+             100x, mixed SKUs",
+            Expect::Failures,
+            (
+                Scenario::RandomPrecursors,
+                size((256, 96.0), (96, 48.0)),
+                0.0,
+            ),
+            false,
+        ),
         _ => return None,
     };
     let name = NAMES.iter().copied().find(|n| *n == name)?;
@@ -196,17 +219,23 @@ pub fn scenario(name: &str, seed: u64, reduced: bool) -> Option<ScenarioRun> {
             failure_rate_per_gpu_day: rate,
             dirty,
             scenario,
+            // One rack per cluster: even a small fleet mixes the three SKUs.
+            racks_per_cluster: if scenario == Scenario::RandomPrecursors {
+                1
+            } else {
+                SimConfig::default().racks_per_cluster
+            },
             ..SimConfig::default()
         },
     })
 }
 
-/// The suite: every scenario except the `mixed_day` smoke test (the mixed
-/// month covers it).
+/// The suite: every scenario except [`NOT_IN_SUITE`]'s (the mixed month
+/// covers the `mixed_day` smoke test).
 pub fn suite(seed: u64, reduced: bool) -> Vec<ScenarioRun> {
     NAMES
         .iter()
-        .filter(|n| **n != "mixed_day")
+        .filter(|n| !NOT_IN_SUITE.contains(n))
         .filter_map(|n| scenario(n, seed, reduced))
         .collect()
 }

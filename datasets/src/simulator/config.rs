@@ -64,6 +64,12 @@ pub enum Scenario {
     /// present from the start (on another host) degrades the same way on
     /// the same clock, so their detection times compare directly.
     Replacement,
+    /// Failures of every GPU mode (`gpus / 32` of each) with randomised
+    /// precursors: onset 2–48 h before the failure, exponential, linear,
+    /// step or bursty growth, amplitudes from barely above background up;
+    /// every GPU's background error rates drawn over 100×; SKUs mixed (see
+    /// `random_precursors`). All of it from its own RNG stream.
+    RandomPrecursors,
 }
 
 impl Scenario {
@@ -80,7 +86,11 @@ impl Scenario {
     pub fn has_failures(self) -> bool {
         matches!(
             self,
-            Scenario::Mixed | Scenario::Only(_) | Scenario::RackCooling | Scenario::Replacement
+            Scenario::Mixed
+                | Scenario::Only(_)
+                | Scenario::RackCooling
+                | Scenario::Replacement
+                | Scenario::RandomPrecursors
         )
     }
 }

@@ -13,6 +13,7 @@ use features::GpuId;
 use super::config::{Scenario, SimConfig};
 use super::jobs::JobKind;
 use super::propensity::propensity_weights;
+use super::random_precursors::Precursor;
 use super::rng::SimRng;
 use super::scheduler::{Grid, Schedule, SimEvent, SimEventKind};
 use super::topology::{Fleet, GpuInfo, random_uuid};
@@ -152,6 +153,9 @@ pub(crate) struct FailurePlan {
     /// so every GPU given the plan (a newcomer and its incumbent twin)
     /// shows the very same degradation. `None`: the noise stream.
     pub precursor_seed: Option<u64>,
+    /// A drawn precursor (`RandomPrecursors`); `None`: the mode's usual
+    /// exponential growth and size.
+    pub precursor: Option<Precursor>,
 }
 
 impl FailurePlan {
@@ -195,7 +199,7 @@ pub(crate) struct FailurePlans {
 
 /// A tick `t` in `[lo, hi]` where `host` is in a job of `need` (any job when
 /// `None`) that has run for at least `busy_ms`; the nearest to `want`.
-fn loaded_time(
+pub(crate) fn loaded_time(
     sched: &Schedule,
     host: usize,
     need: Option<JobKind>,
@@ -246,7 +250,9 @@ pub(crate) fn plan(
     // Candidate failures: (slot, time, kind), at most one per slot.
     let gpu_kind = only.filter(|k| !k.is_incident());
     let replacing = cfg.scenario == Scenario::Replacement;
-    if cfg.scenario.has_failures() && only != Some(FailureKind::RackCooling) && !replacing {
+    let randomised = cfg.scenario == Scenario::RandomPrecursors;
+    let propensity_driven = !replacing && !randomised;
+    if cfg.scenario.has_failures() && only != Some(FailureKind::RackCooling) && propensity_driven {
         for (slot, w) in weights.iter().enumerate() {
             let lambda_per_ms = cfg.failure_rate_per_gpu_day * w / DAY_MS;
             if lambda_per_ms <= 0.0 {
@@ -337,6 +343,9 @@ pub(crate) fn plan(
     }
     if replacing {
         super::replacement::plan_pairs(grid, fleet, rng, &mut out);
+    }
+    if randomised {
+        super::random_precursors::plan(cfg.seed, grid, fleet, sched, &mut out);
     }
     out.labels
         .sort_by_key(|l| (l.failure_ms.unwrap_or(l.onset_ms), l.kind));
@@ -443,6 +452,7 @@ fn plan_gpu(
         clock_factor: rng.range(0.80, 0.90),
         power_factor: rng.range(0.78, 0.88),
         precursor_seed: None,
+        precursor: None,
     };
     match kind {
         FailureKind::Straggler => {

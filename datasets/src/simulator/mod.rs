@@ -13,7 +13,8 @@
 //! - `jobs`: training with checkpoints, inference with a daily cycle, app
 //!   XIDs and restarts: the per-tick demand on a host's GPUs.
 //! - `failures`: failure modes, labels, replacements; `propensity`: the
-//!   power law behind which GPUs fail.
+//!   power law behind which GPUs fail; `random_precursors`: the
+//!   randomised-precursor scenario's failures and background rates.
 //! - `physics`: per-GPU power, thermal lag, throttling, counters, precursors.
 //! - `dirty`: drops, duplicates, reorders, malformed messages.
 //! - [`rng`]: xoshiro256++ streams; every random choice derives from the seed.
@@ -28,6 +29,7 @@ mod failures;
 mod jobs;
 mod physics;
 mod propensity;
+mod random_precursors;
 mod replacement;
 pub mod rng;
 mod scheduler;
@@ -37,15 +39,18 @@ mod topology;
 mod tests;
 #[cfg(test)]
 mod tests_failures;
+#[cfg(test)]
+mod tests_random;
 
 use std::sync::Arc;
 
-use features::{Metrics, Sample, Topology};
+use features::{GpuId, Metrics, Sample, Topology};
 
 pub use config::{DEFAULT_START_MS, Scenario, SimConfig, SimError};
 pub use failures::{FailureKind, FailureLabel};
 pub use jobs::JobKind;
 pub use propensity::{long_run_failure_counts, propensity_weights};
+pub use random_precursors::{BACKGROUND_RANGES, NVLINK_BACKGROUND_MIX, Precursor, Shape};
 pub use scheduler::{SimEvent, SimEventKind};
 pub use topology::{GPUS_PER_HOST, GpuInfo, Sku, SkuSpec};
 
@@ -200,6 +205,9 @@ impl Simulator {
             st.failure = failure;
             slots.push(st);
         }
+        if cfg.scenario == Scenario::RandomPrecursors {
+            random_precursors::draw_backgrounds(seed, &mut slots);
+        }
         let mut replacements = Vec::with_capacity(plans.replacements.len());
         for r in plans.replacements {
             gpus.push(r.gpu.clone());
@@ -247,6 +255,30 @@ impl Simulator {
     /// Ground-truth failures and incidents, ordered by failure (or onset) time.
     pub fn labels(&self) -> &[FailureLabel] {
         &self.labels
+    }
+
+    /// The drawn precursor of every failing GPU that has one
+    /// (`RandomPrecursors` runs), in slot order.
+    pub fn precursors(&self) -> Vec<(GpuId, Precursor)> {
+        self.slots
+            .iter()
+            .filter_map(|st| {
+                let p = st.failure.as_ref()?.precursor.clone()?;
+                Some((self.gpus[st.gpu].uuid.clone(), p))
+            })
+            .collect()
+    }
+
+    /// Every slot's GPU and its background error rates per hour (correctable
+    /// ECC, PCIe replays, NVLink CRC at full traffic), in slot order.
+    pub fn background_rates(&self) -> Vec<(GpuId, [f64; 3])> {
+        self.slots
+            .iter()
+            .map(|st| {
+                let uuid = self.gpus[st.gpu].uuid.clone();
+                (uuid, [st.bg_sbe, st.bg_pcie, st.bg_nvlink])
+            })
+            .collect()
     }
 
     /// Benign events (jobs, checkpoints, app XIDs, reloads, maintenance,

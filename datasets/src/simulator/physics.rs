@@ -12,6 +12,7 @@ use features::{Field, Metrics};
 
 use super::failures::{FailureKind, FailurePlan};
 use super::jobs::Demand;
+use super::random_precursors::plan_level;
 use super::rng::SimRng;
 use super::topology::SkuSpec;
 
@@ -87,6 +88,9 @@ pub(crate) struct GpuState {
     pub bg_sbe: f64,
     pub bg_pcie: f64,
     pub bg_nvlink: f64,
+    /// Shares of background NVLink events that are CRC data, replay and
+    /// recovery errors (`RandomPrecursors`); `None`: all are CRC flit errors.
+    pub bg_nvlink_mix: Option<[f64; 3]>,
     pub temp_c: f64,
     pub mem_temp_c: f64,
     /// Slowdown controller output 0..0.6: fraction of clock given up.
@@ -159,6 +163,7 @@ impl GpuState {
             bg_sbe: sbe_h,
             bg_pcie: pcie_h,
             bg_nvlink: nvl_h,
+            bg_nvlink_mix: None,
             temp_c,
             mem_temp_c: temp_c + 3.0,
             throttle: 0.0,
@@ -207,10 +212,13 @@ impl GpuState {
             && ts >= f.onset_ms
         {
             fail_kind = Some(f.kind);
-            g = growth(f.progress(ts));
+            g = plan_level(f, ts);
+            let drawn = f.precursor.as_ref();
             match f.kind {
-                FailureKind::Thermal => r_mult = 1.0 + 1.2 * g,
-                FailureKind::Pcie if f.progress(ts) > 0.85 => link_width = 8.0,
+                FailureKind::Thermal => r_mult = 1.0 + drawn.map_or(1.2, |p| p.amplitude) * g,
+                FailureKind::Pcie if f.progress(ts) > drawn.map_or(0.85, |p| p.link_drop_at) => {
+                    link_width = 8.0
+                }
                 FailureKind::Straggler if ts < f.end_ms && d.util > 0.5 => {
                     clock_f = f.clock_factor;
                     power_f = f.power_factor;
@@ -278,7 +286,7 @@ impl GpuState {
             } else if u < p_sbe + p_pcie {
                 self.c.pcie_replay += 1;
             } else {
-                self.c.nvlink_flit += 1;
+                self.nvlink_background(((u - p_sbe - p_pcie) / p_nvl).min(1.0));
             }
         }
         if d.app_xid != 0 {
@@ -358,17 +366,21 @@ impl GpuState {
         rng: &mut SimRng,
     ) {
         let Some(f) = &self.failure else { return };
+        // Errors per hour at failure: the mode's usual size, or the drawn
+        // one (remaps and NVLink recoveries scale with it).
+        let rate = |usual: f64| f.precursor.as_ref().map_or(usual, |p| p.amplitude);
+        let scale = |usual: f64| f.precursor.as_ref().map_or(1.0, |p| p.amplitude / usual);
         let at_failure = env.ts_ms == f.failure_ms;
         let after = env.ts_ms == f.failure_ms.saturating_add(env.interval_ms);
         let c = &mut self.c;
         match kind {
             FailureKind::HbmEcc => {
-                let sbe = rng.poisson(400.0 * g * env.dt_h);
+                let sbe = rng.poisson(rate(400.0) * g * env.dt_h);
                 c.sbe_vol += sbe;
                 c.sbe_agg += sbe;
                 // Rows are remapped as weak cells are found: ~2 per hour at
                 // the end, accumulated so that every precursor shows some.
-                self.remap_acc += 2.0 * g * env.dt_h;
+                self.remap_acc += 2.0 * scale(400.0) * g * env.dt_h;
                 if self.remap_acc >= 1.0 {
                     let rows = self.remap_acc.floor();
                     self.remap_acc -= rows;
@@ -387,17 +399,17 @@ impl GpuState {
                 }
             }
             FailureKind::Nvlink => {
-                let mean = 20_000.0 * g * env.dt_h * traffic;
+                let mean = rate(20_000.0) * g * env.dt_h * traffic;
                 c.nvlink_flit += rng.poisson(mean);
                 c.nvlink_data += rng.poisson(mean / 8.0);
                 c.nvlink_replay += rng.poisson(mean / 20.0);
-                c.nvlink_recovery += rng.poisson(3.0 * g * env.dt_h);
+                c.nvlink_recovery += rng.poisson(3.0 * scale(20_000.0) * g * env.dt_h);
                 if at_failure {
                     self.xid = 74;
                 }
             }
             FailureKind::Pcie => {
-                c.pcie_replay += rng.poisson(5_000.0 * g * env.dt_h * (0.3 + 0.7 * util));
+                c.pcie_replay += rng.poisson(rate(5_000.0) * g * env.dt_h * (0.3 + 0.7 * util));
                 if at_failure {
                     self.xid = 79;
                 }

@@ -98,6 +98,7 @@ fn plan(kind: FailureKind, onset: i64, failure: i64, silent: i64, rng: &mut SimR
         clock_factor: 1.0,
         power_factor: 1.0,
         precursor_seed: None,
+        precursor: None,
     }
 }
 

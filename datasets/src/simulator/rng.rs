@@ -24,6 +24,8 @@ pub enum Stream {
     Noise = 4,
     Dirty = 5,
     Propensity = 6,
+    /// The `RandomPrecursors` scenario's own draws.
+    Precursors = 7,
 }
 
 /// The simulator's generator: forewarn's xoshiro256++ ([`features::rng`])

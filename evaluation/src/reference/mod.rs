@@ -1,0 +1,173 @@
+//! # The hindsight CUSUM reference (issue #29)
+//!
+//! A yardstick for forewarn's lead times, not part of the service: how
+//! early a plain per-GPU change detector *could* warn on a simulated
+//! fleet when its thresholds are set with hindsight. It reads the
+//! simulator's telemetry directly (no pipeline) and scores its alerts
+//! with the scenario suite's own rules ([`crate::score`]), so its lead
+//! times compare with `forewarn evaluate --scenario`'s one for one.
+//!
+//! Per GPU:
+//! - a **Poisson CUSUM** per counter ([`COUNTERS`]: correctable ECC, PCIe
+//!   replays, the four NVLink error counters) on its increments, for a rise
+//!   from the fleet background rate `λ0` to `ρ·λ0` (`ρ` = 32 by default,
+//!   the best of 2–256 on the tuning seeds 1–3);
+//!   `λ0` is the counter's events per GPU-hour over the GPUs that never
+//!   fail (a first pass over the run: hindsight);
+//! - a **Gaussian CUSUM** on the GPU's temperature minus its host peers'
+//!   median at the same tick, standardised by the GPU's own baseline of
+//!   that residual at its load level (power in tenths of its limit; mean
+//!   and variance with a 6 h half-life, outliers winsorised at 3 σ; σ at
+//!   least 1 °C), slack 1.5 σ (the best of 0.5–2 on the tuning seeds: a
+//!   GPU's residual to its peers shifts by a degree now and then, e.g.
+//!   when a peer leaves and the median moves).
+//!
+//! Each statistic's threshold is the largest value any healthy GPU reached
+//! over the run (hindsight again): a failing GPU is alerted when one of
+//! its statistics rises above it, so by construction no healthy GPU is.
+//! Alerts on a labelled GPU outside its failure window (before the
+//! precursor; a straggler after its end) count as false warnings.
+//!
+//! [`watch`] is the pass over the telemetry, [`cusum`] the statistics,
+//! [`table`] the per-kind figures (also of forewarn's own outcomes).
+//! Binary: `cargo run -p evaluation --bin reference -- --scenario
+//! random_precursors --seed N [--reduced]`.
+
+pub mod cusum;
+pub mod table;
+pub mod watch;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use alerts::AlertEvent;
+use datasets::simulator::{SimConfig, SimError, Simulator};
+use features::Field;
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::score::{self, ScenarioScore, Truth};
+use cusum::TempSettings;
+use watch::{Rates, Watch};
+
+/// The counters watched by a Poisson CUSUM each, with their names.
+pub const COUNTERS: [(Field, &str); 6] = [
+    (Field::EccSbeAggTotal, "ecc_sbe"),
+    (Field::PcieReplayCounter, "pcie_replay"),
+    (Field::NvlinkCrcFlitErrors, "nvlink_crc_flit"),
+    (Field::NvlinkCrcDataErrors, "nvlink_crc_data"),
+    (Field::NvlinkReplayErrors, "nvlink_replay"),
+    (Field::NvlinkRecoveryErrors, "nvlink_recovery"),
+];
+/// The temperature statistic's index, after the counters'.
+pub const TEMP: usize = COUNTERS.len();
+/// Statistics per GPU.
+pub const STATS: usize = COUNTERS.len() + 1;
+
+/// The name of statistic `i`.
+pub fn stat_name(i: usize) -> &'static str {
+    COUNTERS.get(i).map_or("temp_vs_peers", |c| c.1)
+}
+
+/// The reference's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// The rate rise each Poisson CUSUM is tuned to detect (λ1 = ρ·λ0).
+    pub rho: f64,
+    /// The least background rate assumed, events per GPU-hour (a counter
+    /// that never moves on a healthy GPU).
+    pub lambda_floor_per_h: f64,
+    pub temp: TempSettings,
+    /// The pipeline's warm-up, for the scoring's ≥ 1 h eligibility (the
+    /// same rule as `forewarn evaluate`'s).
+    pub warm_up_ms: i64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            rho: 32.0,
+            lambda_floor_per_h: 1e-3,
+            temp: TempSettings::default(),
+            warm_up_ms: 3_600_000,
+        }
+    }
+}
+
+/// Why the reference could not run.
+#[derive(Debug, Error)]
+pub enum ReferenceError {
+    #[error("simulator: {0}")]
+    Sim(#[from] SimError),
+    #[error("reading {path}: {message}")]
+    Read { path: String, message: String },
+}
+
+/// Per statistic: the fleet background and the hindsight threshold.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatRow {
+    pub stat: &'static str,
+    /// Events per GPU-hour over the healthy GPUs (counters only).
+    pub background_per_h: Option<f64>,
+    pub threshold: f64,
+    /// The healthy GPU that reached it.
+    pub set_by: String,
+}
+
+/// One run of the reference.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    pub stats: Vec<StatRow>,
+    pub events: Vec<AlertEvent>,
+    pub truth: Truth,
+    pub score: ScenarioScore,
+    pub samples: u64,
+    pub healthy_gpus: usize,
+}
+
+/// Runs the reference over the simulated run `cfg` (two passes: the
+/// background rates, then the statistics).
+pub fn run(cfg: &SimConfig, settings: &Settings) -> Result<Reference, ReferenceError> {
+    let mut sim = Simulator::new(cfg.clone())?;
+    let labelled: HashSet<Arc<str>> = sim.labels().iter().filter_map(|l| l.gpu.clone()).collect();
+    let mut rates = Rates::new(labelled.clone());
+    let mut buf = Vec::new();
+    while sim.next_tick(&mut buf).is_some() {
+        rates.tick(&buf);
+        buf.clear();
+    }
+    let lambda0 = rates.per_h(settings.lambda_floor_per_h);
+
+    let mut sim = Simulator::new(cfg.clone())?;
+    let truth = Truth::of(&sim, settings.warm_up_ms);
+    let mut watch = Watch::new(*settings, lambda0, labelled);
+    let mut samples = 0u64;
+    while sim.next_tick(&mut buf).is_some() {
+        samples += buf.len() as u64;
+        watch.tick(&buf);
+        buf.clear();
+    }
+    let max = watch.healthy_max();
+    let thresholds = std::array::from_fn(|i| max[i].0);
+    let events = watch.alerts(&thresholds);
+    let score = score::score(&truth, &events);
+    let stats = (0..STATS)
+        .map(|i| StatRow {
+            stat: stat_name(i),
+            background_per_h: lambda0.get(i).copied(),
+            threshold: thresholds[i],
+            set_by: max[i].1.clone(),
+        })
+        .collect();
+    Ok(Reference {
+        stats,
+        events,
+        truth,
+        score,
+        samples,
+        healthy_gpus: watch.healthy(),
+    })
+}
