@@ -9,10 +9,13 @@
 //!   where `λ0` is the GPU's own long-run rate, shrunk towards its SKU's
 //!   background in the shard while the GPU's history is short; the
 //!   alternative is `ρ · λ0`;
-//! - the temperature residual against its peers (`gpu_temp_resid_peer_z`:
-//!   hot at its load *and* hotter than its job / host peers): a Gaussian
-//!   CUSUM of the bucket mean, standardised by the GPU's own mean and
-//!   spread, for a one-σ shift.
+//! - the temperature residual (`gpu_temp_resid`: actual minus expected at
+//!   this load and the host's air, so a warmer room moves every GPU's
+//!   expectation, not its residual): a Gaussian CUSUM of the bucket mean
+//!   for a one-σ shift, standardised by the GPU's own mean and spread in
+//!   the same workload phase (the expectation fits some phases better than
+//!   others), corrected for the buckets' lag-1 correlation; buckets that
+//!   span a change of phase are not judged.
 //!
 //! Each bucket adds its log-likelihood ratio, clipped so that one burst
 //! cannot decide alone; the statistic is floored at 0. The thresholds come
@@ -95,7 +98,7 @@ impl Signal {
                     + g(Col::NvlinkRecoveryDelta)
             }
             Signal::Pcie => g(Col::PcieReplayDelta),
-            Signal::Thermal => f64::from(row.get(Col::GpuTempResidPeerZ)),
+            Signal::Thermal => f64::from(row.get(Col::GpuTempResid)),
         }
     }
 
@@ -128,6 +131,14 @@ pub struct ChangeConfig {
     pub half_life_h: f64,
     /// Hours of a GPU's own data before its tests count.
     pub warm_up_h: f64,
+    /// The smallest spread assumed for a temperature residual, °C: below
+    /// it a steady GPU's tenths of a degree would look like changes.
+    #[serde(default = "default_min_sd")]
+    pub min_sd: f64,
+}
+
+fn default_min_sd() -> f64 {
+    1.5
 }
 
 impl Default for ChangeConfig {
@@ -136,10 +147,11 @@ impl Default for ChangeConfig {
             warn_budget: 10.0,
             page_budget: 0.1,
             rate_ratio: 3.0,
-            shift_sd: 1.0,
+            shift_sd: 2.0,
             clip: 4.0,
             half_life_h: 24.0,
             warm_up_h: 4.0,
+            min_sd: default_min_sd(),
         }
     }
 }
@@ -193,7 +205,15 @@ struct Stat {
     /// Counters: buckets learned from and their dispersion (var / mean).
     nb: u32,
     disp: f64,
+    /// The temperature: the open bucket's workload phase ([`MIXED`] when
+    /// it changed within), and per phase the mean, variance and hours of
+    /// the bucket means.
+    phase: u8,
+    phases: [(f64, f64, f64); 4],
 }
+
+/// A bucket whose rows are not all of one workload phase.
+const MIXED: u8 = u8::MAX;
 
 /// Counts and hours per counter signal of one SKU's GPUs.
 type SkuBackground = [(f64, f64); 3];
@@ -269,6 +289,21 @@ impl ChangeDetector {
                 }
                 st.bucket = bucket;
                 (st.sum, st.n, st.hours) = (0.0, 0, 0.0);
+            }
+            if sig == Signal::Thermal {
+                // The bucket's workload phase; a bucket that spans a
+                // change of phase is not judged.
+                let ph = row.get(Col::PhaseCode);
+                let ph = if ph.is_finite() && (0.0..4.0).contains(&ph) {
+                    ph as u8
+                } else {
+                    MIXED
+                };
+                st.phase = if st.n == 0 || st.phase == ph {
+                    ph
+                } else {
+                    MIXED
+                };
             }
             let v = sig.value(row);
             if v.is_finite() {
@@ -346,15 +381,17 @@ fn close_bucket(
         st.base_h = st.base_h * d + st.hours;
         llr
     } else {
+        // The temperature residual's usual level differs by workload
+        // (the expected-temperature model fits some phases better): one
+        // baseline per phase, judged once that phase has an hour of data.
+        let Some(base) = st.phases.get_mut(usize::from(st.phase)) else {
+            return;
+        };
         let x = st.sum / f64::from(st.n.max(1));
         let h = BUCKET_MS as f64 / 3.6e6;
-        let (mean, var) = (st.base_a, st.base_b);
-        let sd = var.max(0.0).sqrt().max(0.25);
-        let u = if st.base_h > 0.0 {
-            (x - mean) / sd
-        } else {
-            0.0
-        };
+        let (mean, var, seen_h) = *base;
+        let sd = var.max(0.0).sqrt().max(cfg.min_sd);
+        let u = if seen_h >= 1.0 { (x - mean) / sd } else { 0.0 };
         let delta = cfg.shift_sd;
         // Neighbouring buckets of a temperature are correlated (lag-1 φ,
         // learned per GPU): n of them carry the evidence of n(1−φ)/(1+φ)
@@ -371,16 +408,17 @@ fn close_bucket(
         let phi = st.lag1.clamp(0.0, 0.9);
         let llr = delta * (u - delta / 2.0) * (1.0 - phi) / (1.0 + phi);
         // Exponentially weighted mean and variance of bucket means.
-        let w_old = st.base_h * d;
+        let w_old = seen_h * d;
         let w = w_old + h;
         let new_mean = (mean * w_old + x * h) / w;
-        st.base_b = if st.base_h > 0.0 {
+        let new_var = if seen_h > 0.0 {
             (w_old * (var + (mean - new_mean).powi(2)) + h * (x - new_mean).powi(2)) / w
         } else {
             1.0
         };
+        *base = (new_mean, new_var, w);
         st.base_a = new_mean;
-        st.base_h = w;
+        st.base_h = st.base_h * d + h;
         llr
     };
     if let Some(b) = bg {
@@ -428,8 +466,8 @@ fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) -> Evidence
         )
     } else {
         format!(
-            "hotter than its peers at this load for {hours:.1} h: {:+.1} σ against its usual \
-             {:+.1} σ (change test {:.1}, warns at {warn:.1})",
+            "hotter than expected at this load for {hours:.1} h: {:+.1} °C against its usual \
+             {:+.1} °C in this workload (change test {:.1}, warns at {warn:.1})",
             st.sum / f64::from(st.n.max(1)),
             st.base_a,
             st.s

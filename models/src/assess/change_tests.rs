@@ -9,7 +9,8 @@ fn row(ts_ms: i64, sbe: f32, temp_z: f32) -> FeatureRow {
     values[Col::IntervalS as usize] = 30.0;
     values[Col::EccSbeDelta as usize] = sbe;
     values[Col::PcieReplayDelta as usize] = 0.0;
-    values[Col::GpuTempResidPeerZ as usize] = temp_z;
+    values[Col::GpuTempResid as usize] = temp_z;
+    values[Col::PhaseCode as usize] = 2.0;
     FeatureRow {
         ts_ms,
         gpu: "GPU-c".into(),
@@ -130,18 +131,42 @@ fn a_departure_from_the_gpus_own_rate_warns_early() {
 }
 
 #[test]
-fn a_step_in_temperature_against_peers_warns_and_one_spike_does_not() {
-    let (_, thermal, _) = run(30.0, 11, |_| 0.5, |h| if h >= 20.0 { 1.5 } else { 0.0 });
-    let at = thermal.expect("a +1.5 σ step is flagged");
+fn a_step_in_temperature_warns_and_a_hot_spell_does_not() {
+    // +3 °C at the same load from hour 20 (a cooling path degrading).
+    let (_, thermal, _) = run(30.0, 11, |_| 0.5, |h| if h >= 20.0 { 3.0 } else { 0.0 });
+    let at = thermal.expect("a +3 °C step is flagged");
     assert!(at > 20.0 && at < 22.0, "warned at {at} h");
-    // Ten minutes at +4 σ (a job's hot phase) is not a change.
+    // Ten minutes at +6 °C (a job's hot phase) is not a change.
     let (_, thermal, _) = run(
         30.0,
         12,
         |_| 0.5,
-        |h| if (20.0..20.17).contains(&h) { 4.0 } else { 0.0 },
+        |h| if (20.0..20.17).contains(&h) { 6.0 } else { 0.0 },
     );
     assert_eq!(thermal, None);
+}
+
+#[test]
+fn a_change_of_workload_is_not_a_change_of_temperature() {
+    // The residual sits 4 °C higher while idle than while training (the
+    // expectation fits idle worse): alternating every 6 h is not a change.
+    let mut d = ChangeDetector::new(ChangeConfig::default());
+    let mut rng = SimRng::seed_from_u64(5);
+    for i in 0..(72 * 120) {
+        let idle = (i / (6 * 120)) % 2 == 1;
+        let mut r = row(
+            i * STEP_MS,
+            0.0,
+            if idle { 4.0 } else { 0.0 } + 0.8 * normal(&mut rng),
+        );
+        r.values[Col::PhaseCode as usize] = if idle { 0.0 } else { 2.0 };
+        let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
+        d.assess(&r, true, &mut c, &mut reasons);
+        assert!(
+            c[Kind::ThermalDegradation as usize] < 0.6,
+            "warned at row {i}"
+        );
+    }
 }
 
 #[test]
