@@ -132,6 +132,23 @@ pub struct FailureLabel {
     pub xid: Option<u32>,
 }
 
+impl FailureLabel {
+    /// The label of a GPU failure planned for `info`.
+    pub(crate) fn planned(info: &GpuInfo, kind: FailureKind, p: &FailurePlan) -> Self {
+        FailureLabel {
+            kind,
+            gpu: Some(info.uuid.clone()),
+            host: Some(info.host.clone()),
+            rack: info.rack.clone(),
+            cluster: info.cluster.clone(),
+            onset_ms: p.onset_ms,
+            failure_ms: (p.failure_ms != i64::MAX).then_some(p.failure_ms),
+            end_ms: (p.end_ms != i64::MAX).then_some(p.end_ms),
+            xid: kind.xid(),
+        }
+    }
+}
+
 /// How one slot fails (first GPU in the slot only).
 #[derive(Debug, Clone)]
 pub(crate) struct FailurePlan {
@@ -370,17 +387,7 @@ fn add_gpu_failure(
         return;
     };
     let info = &fleet.gpus[slot];
-    out.labels.push(FailureLabel {
-        kind,
-        gpu: Some(info.uuid.clone()),
-        host: Some(info.host.clone()),
-        rack: info.rack.clone(),
-        cluster: info.cluster.clone(),
-        onset_ms: p.onset_ms,
-        failure_ms: (p.failure_ms != i64::MAX).then_some(p.failure_ms),
-        end_ms: (p.end_ms != i64::MAX).then_some(p.end_ms),
-        xid: kind.xid(),
-    });
+    out.labels.push(FailureLabel::planned(info, kind, &p));
     if cfg.replace_failed && kind.loses_gpu() {
         let at = grid.snap(p.silent_from_ms + (rng.range(4.0, 12.0) * HOUR_MS as f64) as i64);
         if grid.contains(at) {

@@ -200,18 +200,8 @@ pub(crate) fn plan(seed: u64, grid: Grid, fleet: &Fleet, sched: &Schedule, out: 
                 let Some(&slot) = slots.get(next) else { return };
                 next += 1;
                 if let Some(p) = plan_one(grid, fleet, sched, slot, kind, &mut rng) {
-                    let info = &fleet.gpus[slot];
-                    out.labels.push(FailureLabel {
-                        kind,
-                        gpu: Some(info.uuid.clone()),
-                        host: Some(info.host.clone()),
-                        rack: info.rack.clone(),
-                        cluster: info.cluster.clone(),
-                        onset_ms: p.onset_ms,
-                        failure_ms: (p.failure_ms != i64::MAX).then_some(p.failure_ms),
-                        end_ms: (p.end_ms != i64::MAX).then_some(p.end_ms),
-                        xid: kind.xid(),
-                    });
+                    out.labels
+                        .push(FailureLabel::planned(&fleet.gpus[slot], kind, &p));
                     out.per_slot[slot] = Some(p);
                     break;
                 }
