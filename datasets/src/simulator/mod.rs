@@ -25,6 +25,7 @@
 
 pub mod config;
 mod dirty;
+mod failure_label;
 mod failures;
 mod jobs;
 mod physics;
