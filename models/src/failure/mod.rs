@@ -9,6 +9,7 @@
 //! configured; [`FailureModel::probability`] is the hot path (~100 trees,
 //! array walks, no allocation).
 
+pub mod budget;
 pub mod forust;
 pub mod gbdt;
 pub mod history;

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use thiserror::Error;
 
-use super::metrics;
 use super::{Platt, Primary};
+use super::{budget, metrics};
 
 /// A labelled example set's columns, borrowed. Every column has one entry
 /// per row; `x` is row-major with `width` values per row.
@@ -30,6 +30,8 @@ pub struct Examples<'a> {
     pub visible: &'a [bool],
     /// The row's GPU, as an index.
     pub gpu: &'a [u32],
+    /// The row's event time (epoch ms).
+    pub ts_ms: &'a [i64],
 }
 
 /// Columns of unequal length.
@@ -51,6 +53,7 @@ impl<'a> Examples<'a> {
             ("lead_h", self.lead_h.len()),
             ("visible", self.visible.len()),
             ("gpu", self.gpu.len()),
+            ("ts_ms", self.ts_ms.len()),
         ] {
             if found != rows {
                 return Err(ShapeError {
@@ -148,15 +151,29 @@ pub fn event_maxima(set: &Examples<'_>, p: &[f64]) -> Vec<f64> {
 /// The operating point on the calibration split: the lower of the
 /// best-F1 threshold and the one that alarms on 90% of its failures at
 /// least an hour ahead (floored at 1e-4, so the model alarms on something
-/// above noise).
-pub fn operating_point(ca: &Examples<'_>, logits: &[f64], platt: &Platt) -> f64 {
+/// above noise) — raised, where that warns more often, to the lowest one
+/// whose false warnings stay within `budget` per 1,000 GPU-days
+/// ([`budget::budget_threshold`]). Returns the threshold and whether the
+/// budget set it.
+pub fn operating_point(
+    ca: &Examples<'_>,
+    logits: &[f64],
+    platt: &Platt,
+    budget: f64,
+) -> (f64, bool) {
     let p: Vec<f64> = logits.iter().map(|s| platt.apply(*s)).collect();
     let curve = metrics::pr_curve(&p, ca.y, ca.weight);
     let f1 = metrics::best_f1(&curve).map_or(0.5, |p| p.threshold);
     let mut maxima = event_maxima(ca, &p);
     maxima.sort_by(f64::total_cmp);
     let recall90 = maxima.get(maxima.len() / 10).copied().unwrap_or(f1);
-    recall90.min(f1).max(1e-4)
+    let by_recall = recall90.min(f1).max(1e-4);
+    let by_budget = budget::budget_threshold(ca, &p, budget);
+    if by_budget > by_recall {
+        (by_budget, true)
+    } else {
+        (by_recall, false)
+    }
 }
 
 /// One model's validation figures at its operating point.
@@ -172,6 +189,8 @@ pub struct Validation {
     pub alarmed: usize,
     /// Failures with a precursor.
     pub failures: usize,
+    /// Warnings on GPUs that do not fail, per 1,000 GPU-days.
+    pub false_warnings: f64,
 }
 
 /// Validation figures of probabilities `p` on `va` at `threshold`.
@@ -194,6 +213,7 @@ pub fn validate(va: &Examples<'_>, p: &[f64], threshold: f64) -> Validation {
         at,
         alarmed: ev.iter().filter(|m| **m >= threshold).count(),
         failures: ev.len(),
+        false_warnings: budget::false_warning_rate(va, p, threshold),
     }
 }
 

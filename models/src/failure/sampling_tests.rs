@@ -8,6 +8,7 @@ struct Cols {
     lead_h: Vec<f32>,
     visible: Vec<bool>,
     gpu: Vec<u32>,
+    ts_ms: Vec<i64>,
 }
 
 impl Cols {
@@ -19,6 +20,8 @@ impl Cols {
             lead_h: rows.iter().map(|r| r.2).collect(),
             visible: rows.iter().map(|r| r.3).collect(),
             gpu: rows.iter().map(|r| r.4).collect(),
+            // One row per hour.
+            ts_ms: (0..rows.len() as i64).map(|i| i * 3_600_000).collect(),
         }
     }
 
@@ -31,6 +34,7 @@ impl Cols {
             lead_h: &self.lead_h,
             visible: &self.visible,
             gpu: &self.gpu,
+            ts_ms: &self.ts_ms,
         }
     }
 }
@@ -91,7 +95,8 @@ fn the_operating_point_alarms_on_nine_in_ten_failures_ahead() {
     }
     let c = Cols::new(&rows);
     let platt = Platt::IDENTITY;
-    let t = operating_point(&c.view(), &logits, &platt);
+    let (t, by_budget) = operating_point(&c.view(), &logits, &platt, 10.0);
+    assert!(!by_budget);
     // The 10 % quantile of the maxima (sorted: index 1) is σ(0.55); best
     // F1 separates at σ(0.5) already, so the lower wins.
     let expected = platt.apply(0.5);
@@ -100,6 +105,31 @@ fn the_operating_point_alarms_on_nine_in_ten_failures_ahead() {
     let v = validate(&c.view(), &p, t);
     assert_eq!((v.alarmed, v.failures), (10, 10));
     assert!((v.at.recall - 1.0).abs() < 1e-12 && (v.at.precision - 1.0).abs() < 1e-12);
+    assert_eq!(v.false_warnings, 0.0);
+}
+
+#[test]
+fn the_budget_raises_an_operating_point_that_warns_too_often() {
+    // One failing GPU (rows at logit 0.6) and a healthy GPU with 100 hourly
+    // rows (≈ 4.1 GPU-days), five of whose 6-h windows reach logit 0.7.
+    let mut rows = vec![(1u8, 1.0f32, 2.0f32, true, 0u32)];
+    let mut logits = vec![0.6];
+    for h in 0..100 {
+        rows.push((0, 1.0, f32::NAN, true, 1));
+        logits.push(if h % 20 == 0 { 0.7 } else { 0.0 });
+    }
+    let c = Cols::new(&rows);
+    let platt = Platt::IDENTITY;
+    let (free, by_budget) = operating_point(&c.view(), &logits, &platt, 1e9);
+    assert!(!by_budget && free <= platt.apply(0.6), "{free}");
+    // 5 windows over ≈ 4.1 GPU-days: 1,200 per 1,000 GPU-days; a budget of
+    // 500 allows two of them — they tie, so the threshold passes them all.
+    let (t, by_budget) = operating_point(&c.view(), &logits, &platt, 500.0);
+    assert!(by_budget && t > platt.apply(0.7), "{t}");
+    let p: Vec<f64> = logits.iter().map(|s| platt.apply(*s)).collect();
+    let v = validate(&c.view(), &p, free);
+    assert!(v.false_warnings > 1000.0, "{}", v.false_warnings);
+    assert_eq!(validate(&c.view(), &p, t).false_warnings, 0.0);
 }
 
 #[test]
@@ -129,6 +159,7 @@ fn figures(pr_auc: f64, alarmed: usize) -> Validation {
         },
         alarmed,
         failures: 10,
+        false_warnings: 0.0,
     }
 }
 
