@@ -1,6 +1,8 @@
 //! `forewarn replay`: produces recorded telemetry into Kafka, in the
-//! telemetry contract's native JSON, keyed by GPU UUID so each GPU's
-//! samples stay ordered in one partition. By default one host's samples of
+//! telemetry contract's native JSON, keyed by rack by default (`--key`) so
+//! that a rack's GPUs share a partition: each GPU's samples stay ordered,
+//! and an instance that owns the partition sees the whole rack (host and
+//! rack correlation, rack cooling). By default one host's samples of
 //! one instant travel as one JSON array (the efficient way, per the
 //! contract); `--group rack` packs a whole rack's instant into one array
 //! (for brokers that pay per record), `--group gpu` (or `--per-gpu`) sends
@@ -66,6 +68,13 @@ pub struct ReplayArgs {
     /// Same as `--group gpu`.
     #[arg(long, conflicts_with = "group")]
     pub per_gpu: bool,
+    /// The message key, which decides the partition: `rack` (the default:
+    /// a rack's GPUs share a partition, so one instance judges the whole
+    /// rack when forewarn is scaled out), `host`, or `gpu` (the GPU UUID:
+    /// spreads load finest, but splits racks over partitions). A sample
+    /// without a rack (host) label is keyed by its host (GPU).
+    #[arg(long, value_enum, default_value_t = Grouping::Rack)]
+    pub key: Grouping,
     /// Extra librdkafka producer options, `key=value` (repeatable).
     #[arg(long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
@@ -164,10 +173,6 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     } else {
         args.group
     };
-    // A host's (rack's) arrays always carry the key of the first GPU seen
-    // on it, so it stays in one partition even when an instant's samples
-    // are split over two messages.
-    let mut group_keys: std::collections::HashMap<String, String> = Default::default();
     file::read_inputs(&args.input, &state, &mut dead, |batch| {
         for group in group(batch, grouping) {
             let ts = group[0].ts_ms;
@@ -184,13 +189,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
             } else {
                 serde_json::to_writer(&mut buf, &group)?;
             }
-            let key = match group_of(&group[0], grouping) {
-                Some(g) => group_keys
-                    .entry(g.to_owned())
-                    .or_insert_with(|| group[0].gpu.to_string())
-                    .as_str(),
-                None => &group[0].gpu,
-            };
+            let key = key_of(&group[0], coarser(args.key, grouping));
             send(&producer, &args.topic, key.as_bytes(), &buf, &mut || {
                 if last_check.elapsed() < CHECK_EVERY {
                     return Ok(());
@@ -263,6 +262,32 @@ fn group_of(s: &Sample, grouping: Grouping) -> Option<&str> {
     }
 }
 
+/// The coarser of two levels: a message of one host's GPUs cannot be keyed
+/// by GPU, so the key is never finer than the grouping.
+fn coarser(a: Grouping, b: Grouping) -> Grouping {
+    let rank = |g: Grouping| match g {
+        Grouping::Gpu => 0,
+        Grouping::Host => 1,
+        Grouping::Rack => 2,
+    };
+    if rank(a) >= rank(b) { a } else { b }
+}
+
+/// The message key of a message whose first sample is `s`: its rack,
+/// host or GPU, falling back to the next finer one where the label is
+/// missing. A message never holds more than one rack (host) when grouped
+/// that way, so with a key at least as coarse as the grouping the first
+/// sample speaks for all of them.
+fn key_of(s: &Sample, key: Grouping) -> &str {
+    let rack = s.topo.rack.as_deref().filter(|r| !r.is_empty());
+    let host = s.topo.host.as_deref().filter(|h| !h.is_empty());
+    match key {
+        Grouping::Rack => rack.or(host).unwrap_or(&s.gpu),
+        Grouping::Host => host.unwrap_or(&s.gpu),
+        Grouping::Gpu => &s.gpu,
+    }
+}
+
 /// Splits a batch into messages: per host (or rack) and instant, as
 /// arrays, or per GPU.
 fn group(batch: Vec<Sample>, grouping: Grouping) -> Vec<Vec<Sample>> {
@@ -315,5 +340,30 @@ mod tests {
         assert_eq!(sizes(Grouping::Gpu), vec![1, 1, 1, 1, 1]);
         assert_eq!(sizes(Grouping::Host), vec![2, 1, 1, 1]);
         assert_eq!(sizes(Grouping::Rack), vec![3, 1, 1]);
+    }
+
+    #[test]
+    fn messages_are_keyed_by_rack_by_default_and_never_finer_than_their_grouping() {
+        let s = sample("GPU-a", "h1", "r1", 0);
+        assert_eq!(key_of(&s, coarser(Grouping::Rack, Grouping::Host)), "r1");
+        assert_eq!(key_of(&s, coarser(Grouping::Host, Grouping::Gpu)), "h1");
+        assert_eq!(key_of(&s, coarser(Grouping::Gpu, Grouping::Gpu)), "GPU-a");
+        // A host's array cannot be keyed by one of its GPUs.
+        assert_eq!(key_of(&s, coarser(Grouping::Gpu, Grouping::Host)), "h1");
+        // Missing labels fall back to the next finer key.
+        let mut bare = Sample::new("GPU-z", 0);
+        bare.topo.host = Some("h9".into());
+        assert_eq!(key_of(&bare, Grouping::Rack), "h9");
+        bare.topo.host = None;
+        assert_eq!(key_of(&bare, Grouping::Rack), "GPU-z");
+        // The default is the rack.
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: ReplayArgs,
+        }
+        let cli = Cli::try_parse_from(["replay", "--input", "x.parquet"]).expect("parses");
+        assert_eq!(cli.args.key, Grouping::Rack);
     }
 }
