@@ -31,6 +31,20 @@
 //! while the statistic stands above a quarter of the warning threshold, so
 //! a slow precursor is not absorbed as the new normal.
 //!
+//! Three guards keep a precursor from hiding in its own baseline:
+//! - the counters' test compares with the baseline as of 2–4 h ago (two
+//!   snapshots, 2 h apart), so a precursor's first rise is not yet usual;
+//! - the dispersion D is the ratio of squared deviations to expected
+//!   counts with a prior of D = 1 worth a few expected counts: at rates of
+//!   one error a day, a single error is a Pearson residual in the
+//!   hundreds, and a running mean of residuals had taught D ≈ 6 from a
+//!   precursor's first errors and divided its evidence by that;
+//! - a GPU that joins a running fleet (a replacement) is a newcomer: its
+//!   counters are judged from the first bucket against the median rate of
+//!   its SKU's GPUs in the shard (worth 12 h of its own), with no warm-up
+//!   of its own. The median, not the mean: healthy backgrounds are
+//!   heavy-tailed and a degrading GPU's hundreds an hour lift the mean.
+//!
 //! Not done, on purpose: a test against the SKU's mean background (which
 //! would see precursors already under way when a GPU's history begins).
 //! Healthy GPUs' own backgrounds are heavy-tailed — 16–20 × the SKU's mean
@@ -212,6 +226,25 @@ struct Stat {
     /// Counters: buckets learned from and their dispersion (var / mean).
     nb: u32,
     disp: f64,
+    /// Counters: decayed sums of squared deviations and of expected
+    /// counts, whose ratio (with a prior) is the dispersion.
+    #[serde(default)]
+    dev2: f64,
+    #[serde(default)]
+    expected: f64,
+    /// Counters: the baseline's (counts, hours) as of the last two
+    /// snapshots, [`GUARD_MS`] apart, and when the newer was taken: the
+    /// test compares with the older, so the last 2–4 h (a precursor's
+    /// first rise) are not yet part of what it calls usual.
+    #[serde(default)]
+    lagged: [(f64, f64); 2],
+    #[serde(default)]
+    lagged_at_ms: i64,
+    /// Counters of a GPU that joined a running fleet (a replacement):
+    /// judged from its first bucket against its SKU's background, with no
+    /// warm-up of its own (see [`ChangeDetector::assess`]).
+    #[serde(default)]
+    newcomer: bool,
     /// The temperature: the open bucket's workload phase ([`MIXED`] when
     /// it changed within), and per phase the mean, variance and hours of
     /// the bucket means.
@@ -234,6 +267,22 @@ pub struct ChangeDetector {
     /// Per SKU (a handful: searched in order) and counter signal: counts
     /// and hours of every GPU.
     background: Vec<(Option<Arc<str>>, SkuBackground)>,
+    /// Event time of the earliest row: GPUs first seen a warm-up later
+    /// are newcomers.
+    #[serde(default)]
+    first_ms: Option<i64>,
+    /// Each GPU's SKU, as an index into `background`.
+    #[serde(default)]
+    sku_of: std::collections::HashMap<GpuId, u8, FxBuild>,
+    /// Per SKU (as `background`) and counter signal, the median of its
+    /// GPUs' own rates, refreshed every hour of event time: the baseline a
+    /// GPU without history of its own is held to. The mean would do worse
+    /// twice over: healthy backgrounds are heavy-tailed and a degrading
+    /// GPU's hundreds of errors an hour raise it for everyone.
+    #[serde(default)]
+    median: Vec<[Option<f64>; 3]>,
+    #[serde(default)]
+    median_at_ms: i64,
 }
 
 impl ChangeDetector {
@@ -246,10 +295,44 @@ impl ChangeDetector {
 
     pub fn evict(&mut self, gpu: &str) {
         self.gpus.remove(gpu);
+        self.sku_of.remove(gpu);
+    }
+
+    /// Recomputes every SKU's median GPU rates (GPUs with an hour of
+    /// history at least).
+    fn refresh_medians(&mut self) {
+        let mut rates: Vec<[Vec<f64>; 3]> = vec![Default::default(); self.background.len()];
+        for (gpu, stats) in &self.gpus {
+            let Some(&k) = self.sku_of.get(gpu) else {
+                continue;
+            };
+            let Some(r) = rates.get_mut(usize::from(k)) else {
+                continue;
+            };
+            for (i, v) in r.iter_mut().enumerate() {
+                let st = &stats[i];
+                if st.base_h >= 1.0 {
+                    v.push(st.base_a / st.base_h);
+                }
+            }
+        }
+        self.median = rates
+            .into_iter()
+            .map(|mut r| {
+                std::array::from_fn(|i| {
+                    let v = &mut r[i];
+                    if v.len() < 3 {
+                        return None;
+                    }
+                    v.sort_by(f64::total_cmp);
+                    Some(v[v.len() / 2])
+                })
+            })
+            .collect();
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.gpus.len() * (std::mem::size_of::<[Stat; 4]>() + 48)
+        self.gpus.len() * (std::mem::size_of::<[Stat; 4]>() + 48 + 40)
     }
 
     /// Feeds one row; when a bucket closes, updates the tests and, past
@@ -279,20 +362,43 @@ impl ChangeDetector {
                 self.background.len() - 1
             }
         };
+        let first = *self
+            .first_ms
+            .insert(self.first_ms.map_or(row.ts_ms, |f| f.min(row.ts_ms)));
+        if row.ts_ms - self.median_at_ms >= 3_600_000 {
+            self.median_at_ms = row.ts_ms;
+            self.refresh_medians();
+        }
+        let median = self.median.get(at).copied().unwrap_or([None; 3]);
+        if !self.sku_of.contains_key(&row.gpu) {
+            self.sku_of
+                .insert(row.gpu.clone(), u8::try_from(at).unwrap_or(u8::MAX));
+        }
         let bg = &mut self.background[at].1;
         let stats = match self.gpus.get_mut(&row.gpu) {
             Some(s) => s,
-            None => self
-                .gpus
-                .entry(row.gpu.clone())
-                .or_insert_with(|| std::array::from_fn(|_| Stat::default())),
+            None => {
+                // A GPU first seen once the fleet has warmed up, beside
+                // SKU peers with a known background, is judged against
+                // them from the start: waiting for its own warm-up would
+                // let it learn a precursor already under way as usual.
+                let newcomer = row.ts_ms - first >= NEWCOMER_AFTER_MS
+                    && bg.iter().all(|b| b.1 >= NEWCOMER_MIN_H);
+                self.gpus.entry(row.gpu.clone()).or_insert_with(|| {
+                    std::array::from_fn(|i| Stat {
+                        newcomer: newcomer && Signal::ALL[i].counts(),
+                        ..Stat::default()
+                    })
+                })
+            }
         };
         for (i, sig) in Signal::ALL.iter().copied().enumerate() {
             let st = &mut stats[i];
             if st.bucket != bucket {
                 if st.n > 0 {
                     let b = if sig.counts() { Some(&mut bg[i]) } else { None };
-                    close_bucket(&cfg, sig, st, b, row.ts_ms);
+                    let m = median.get(i).copied().flatten();
+                    close_bucket(&cfg, sig, st, b, m, row.ts_ms);
                 }
                 st.bucket = bucket;
                 (st.sum, st.n, st.hours) = (0.0, 0, 0.0);
@@ -318,7 +424,7 @@ impl ChangeDetector {
                 st.n += 1;
                 st.hours += interval_h;
             }
-            if !warm || st.base_h < cfg.warm_up_h || st.s <= 0.0 {
+            if !warm || (st.base_h < cfg.warm_up_h && !st.newcomer) || st.s <= 0.0 {
                 continue;
             }
             let r = cfg.risk(st.s);
@@ -333,158 +439,16 @@ impl ChangeDetector {
     }
 }
 
-/// Closes a bucket: the test's step, then the baselines.
-fn close_bucket(
-    cfg: &ChangeConfig,
-    sig: Signal,
-    st: &mut Stat,
-    bg: Option<&mut (f64, f64)>,
-    now_ms: i64,
-) {
-    let decay_of = |h: f64, slow: bool| {
-        let hl = if slow {
-            cfg.half_life_h * 10.0
-        } else {
-            cfg.half_life_h
-        };
-        0.5f64.powf(h / hl)
-    };
-    let quarter = cfg.threshold(cfg.warn_budget) / 4.0;
-    let llr = if sig.counts() {
-        if st.hours <= 0.0 {
-            return;
-        }
-        let bg = bg.as_deref().map_or((0.0, 0.0), |b| *b);
-        let sku_rate = if bg.1 > 1.0 {
-            bg.0 / bg.1
-        } else {
-            sig.prior_rate_h()
-        }
-        .max(sig.prior_rate_h() / 20.0);
-        // The GPU's own rate, with its SKU's background worth 2 h.
-        let prior_h = 2.0;
-        let lambda0 = (st.base_a + sku_rate * prior_h) / (st.base_h + prior_h);
-        let rho = cfg.rate_ratio;
-        // Quasi-Poisson: counts that come in bursts (var/mean = D > 1)
-        // carry 1/D of a Poisson count's evidence. D is the mean squared
-        // Pearson residual of the GPU's own buckets, learned while it
-        // shows no change.
-        let expected = (lambda0 * st.hours).max(1e-9);
-        let dispersion = st.disp.max(1.0);
-        let llr = (st.sum * rho.ln() - (rho - 1.0) * expected) / dispersion;
-        if st.s <= quarter {
-            st.nb = st.nb.saturating_add(1);
-            let a = 1.0 / f64::from(st.nb.min(288));
-            let r2 = ((st.sum - expected).powi(2) / expected).min(400.0);
-            st.disp = if st.nb == 1 {
-                r2.max(1.0)
-            } else {
-                st.disp * (1.0 - a) + a * r2
-            };
-        }
-        let d = decay_of(st.hours, st.s > quarter);
-        st.base_a = st.base_a * d + st.sum;
-        st.base_b = 0.0;
-        st.base_h = st.base_h * d + st.hours;
-        llr
-    } else {
-        // The temperature residual's usual level differs by workload
-        // (the expected-temperature model fits some phases better): one
-        // baseline per phase, judged once that phase has an hour of data.
-        let Some(base) = st.phases.get_mut(usize::from(st.phase)) else {
-            return;
-        };
-        let x = st.sum / f64::from(st.n.max(1));
-        let h = BUCKET_MS as f64 / 3.6e6;
-        let (mean, var, seen_h) = *base;
-        let sd = var.max(0.0).sqrt().max(cfg.min_sd);
-        let u = if seen_h >= 1.0 { (x - mean) / sd } else { 0.0 };
-        let delta = cfg.shift_sd;
-        // Neighbouring buckets of a temperature are correlated (lag-1 φ,
-        // learned per GPU): n of them carry the evidence of n(1−φ)/(1+φ)
-        // independent ones, so each bucket counts for that much.
-        let d = decay_of(h, st.s > quarter);
-        if st.base_h > 0.0 {
-            // A prior of 0.6 until ~50 buckets have been seen.
-            const A: f64 = 1.0 / 50.0;
-            st.lag1 = st.lag1 * (1.0 - A) + A * (u * st.prev_u).clamp(-4.0, 4.0);
-        } else {
-            st.lag1 = 0.6;
-        }
-        st.prev_u = u.clamp(-4.0, 4.0);
-        let phi = st.lag1.clamp(0.0, 0.9);
-        let llr = delta * (u - delta / 2.0) * (1.0 - phi) / (1.0 + phi);
-        // Exponentially weighted mean and variance of bucket means.
-        let w_old = seen_h * d;
-        let w = w_old + h;
-        let new_mean = (mean * w_old + x * h) / w;
-        let new_var = if seen_h > 0.0 {
-            (w_old * (var + (mean - new_mean).powi(2)) + h * (x - new_mean).powi(2)) / w
-        } else {
-            1.0
-        };
-        *base = (new_mean, new_var, w);
-        st.base_a = new_mean;
-        st.base_h = st.base_h * d + h;
-        llr
-    };
-    if let Some(b) = bg {
-        // The SKU's background: every GPU's buckets, the oldest scaled
-        // away past 10,000 GPU-hours so that it follows the fleet.
-        b.0 += st.sum;
-        b.1 += st.hours;
-        if b.1 > BACKGROUND_CAP_H {
-            let f = BACKGROUND_CAP_H / b.1;
-            b.0 *= f;
-            b.1 *= f;
-        }
-    }
-    let llr = llr.min(cfg.clip);
-    if st.base_h < cfg.warm_up_h {
-        // Still learning what is usual: no evidence accumulates yet.
-        st.s = 0.0;
-        return;
-    }
-    if st.s <= 0.0 && llr > 0.0 {
-        st.since_ms = now_ms;
-        st.excess = 0.0;
-    }
-    st.s = (st.s + llr).max(0.0);
-    if st.s > 0.0 {
-        st.excess += if sig.counts() { st.sum } else { 1.0 };
-    }
-}
+/// GPU-hours of every counter's SKU background before a GPU that joins
+/// can be judged against it.
+const NEWCOMER_MIN_H: f64 = 20.0;
+/// Event time a shard has seen before a GPU it meets is a newcomer: the
+/// GPUs of a fleet all show up within its first minutes.
+const NEWCOMER_AFTER_MS: i64 = 3_600_000;
 
-fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) -> Evidence {
-    let hours = (now_ms - st.since_ms).max(0) as f64 / 3.6e6;
-    let warn = cfg.threshold(cfg.warn_budget);
-    let detail = if sig.counts() {
-        let base = st.base_a / st.base_h.max(1e-9);
-        format!(
-            "{} {:.0} in the last {hours:.1} h against this GPU's usual {base:.2}/h \
-             (change test {:.1}, warns at {warn:.1})",
-            match sig {
-                Signal::Ecc => "correctable ECC errors",
-                Signal::Nvlink => "NVLink CRC/replay errors",
-                _ => "PCIe replays",
-            },
-            st.excess,
-            st.s
-        )
-    } else {
-        format!(
-            "hotter than expected at this load for {hours:.1} h: {:+.1} °C against its usual \
-             {:+.1} °C in this workload (change test {:.1}, warns at {warn:.1})",
-            st.sum / f64::from(st.n.max(1)),
-            st.base_a,
-            st.s
-        )
-    };
-    Evidence {
-        signal: sig.signal_name().into(),
-        detail,
-    }
-}
+#[path = "change_bucket.rs"]
+mod bucket;
+use bucket::{close_bucket, evidence};
 
 #[cfg(test)]
 #[path = "change_tests.rs"]

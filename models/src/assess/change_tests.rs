@@ -198,3 +198,34 @@ fn it_is_quiet_while_cold_and_survives_a_snapshot() {
     assert_eq!(back.gpus.len(), 1);
     assert_eq!(back.gpus["GPU-c"][0].s, d.gpus["GPU-c"][0].s);
 }
+
+#[test]
+fn a_gpu_that_joins_a_warm_fleet_is_held_to_its_skus_median_from_the_start() {
+    // Twenty incumbents at 1 error/h for 6 h; then a newcomer whose rate is
+    // 15/h from its first sample (a precursor under way when it joined).
+    let names: Vec<String> = (0..20).map(|k| format!("GPU-{k}")).collect();
+    let mut d = ChangeDetector::new(ChangeConfig::default());
+    let mut rng = SimRng::seed_from_u64(5);
+    let mut warned_at = None;
+    for i in 0..(10 * 120) {
+        let h = i as f64 / 120.0;
+        let mut gpus: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 1.0)).collect();
+        if h >= 6.0 {
+            gpus.push(("GPU-new", 15.0));
+        }
+        for (g, rate) in gpus {
+            let mut r = row(i * STEP_MS, poisson(&mut rng, rate / 120.0), 0.0);
+            r.gpu = g.into();
+            let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
+            d.assess(&r, true, &mut c, &mut reasons);
+            if g == "GPU-new" && warned_at.is_none() && c[Kind::HbmEccTrend as usize] >= 0.6 {
+                warned_at = Some(h);
+            }
+        }
+    }
+    assert!(d.gpus["GPU-new"][0].newcomer && !d.gpus["GPU-0"][0].newcomer);
+    let at = warned_at.expect("the newcomer's precursor is flagged");
+    // Within 4 h of joining; its own history alone (warm-up 4 h, then a
+    // baseline that has learned 15/h as usual) would never flag it.
+    assert!(at > 6.0 && at < 10.0, "warned at {at} h");
+}

@@ -1,0 +1,177 @@
+//! The change tests' step per closed five-minute bucket ([`close_bucket`]):
+//! the counters' quasi-Poisson CUSUM against the GPU's lagged own rate
+//! (or its SKU's median, for a newcomer), the temperature's Gaussian
+//! CUSUM per workload phase, the baselines' learning; and the reason text
+//! a departure carries ([`evidence`]). Part of [`super`]: the detector
+//! routes rows into buckets, this judges them.
+
+use super::*;
+
+/// How far apart the counters' baseline snapshots are (see
+/// `Stat::lagged`).
+const GUARD_MS: i64 = 2 * 3_600_000;
+
+/// Expected counts a dispersion estimate is worth before the GPU's own
+/// buckets move it from 1 (Poisson).
+const DISPERSION_PRIOR: f64 = 5.0;
+
+/// Closes a bucket: the test's step, then the baselines.
+pub(super) fn close_bucket(
+    cfg: &ChangeConfig,
+    sig: Signal,
+    st: &mut Stat,
+    bg: Option<&mut (f64, f64)>,
+    median: Option<f64>,
+    now_ms: i64,
+) {
+    let decay_of = |h: f64, slow: bool| {
+        let hl = if slow {
+            cfg.half_life_h * 10.0
+        } else {
+            cfg.half_life_h
+        };
+        0.5f64.powf(h / hl)
+    };
+    let quarter = cfg.threshold(cfg.warn_budget) / 4.0;
+    let llr = if sig.counts() {
+        if st.hours <= 0.0 {
+            return;
+        }
+        let bg = bg.as_deref().map_or((0.0, 0.0), |b| *b);
+        let sku_rate = match median {
+            Some(m) => m,
+            None if bg.1 > 1.0 => bg.0 / bg.1,
+            None => sig.prior_rate_h(),
+        }
+        .max(sig.prior_rate_h() / 20.0);
+        // The GPU's own rate, with its SKU's background worth 2 h (12 h
+        // for a newcomer, whose first hours may hold a precursor).
+        let prior_h = if st.newcomer { 12.0 } else { 2.0 };
+        if now_ms - st.lagged_at_ms >= GUARD_MS {
+            st.lagged = [st.lagged[1], (st.base_a, st.base_h)];
+            st.lagged_at_ms = now_ms;
+        }
+        let (own_a, own_h) = st.lagged[0];
+        let lambda0 = (own_a + sku_rate * prior_h) / (own_h + prior_h);
+        let rho = cfg.rate_ratio;
+        // Quasi-Poisson: counts that come in bursts (var/mean = D > 1)
+        // carry 1/D of a Poisson count's evidence. D is the ratio of the
+        // squared deviations to the expected counts of the GPU's own
+        // buckets, learned while it shows no change, with a prior of D = 1
+        // worth DISPERSION_PRIOR expected counts: a GPU that has expected
+        // a handful of errors in all cannot tell bursts from a change yet
+        // (one error where 0.006 were expected is a Pearson residual of
+        // 160, and the first errors of a precursor would have taught D ≈ 6
+        // and hidden the precursor behind it).
+        let expected = (lambda0 * st.hours).max(1e-9);
+        let dispersion = st.disp.max(1.0);
+        let llr = (st.sum * rho.ln() - (rho - 1.0) * expected) / dispersion;
+        let d = decay_of(st.hours, st.s > quarter);
+        if st.s <= quarter {
+            st.nb = st.nb.saturating_add(1);
+            st.dev2 = st.dev2 * d + (st.sum - expected).powi(2).min(400.0);
+            st.expected = st.expected * d + expected;
+            st.disp = (st.dev2 + DISPERSION_PRIOR) / (st.expected + DISPERSION_PRIOR);
+        }
+        st.base_a = st.base_a * d + st.sum;
+        st.base_b = 0.0;
+        st.base_h = st.base_h * d + st.hours;
+        llr
+    } else {
+        // The temperature residual's usual level differs by workload
+        // (the expected-temperature model fits some phases better): one
+        // baseline per phase, judged once that phase has an hour of data.
+        let Some(base) = st.phases.get_mut(usize::from(st.phase)) else {
+            return;
+        };
+        let x = st.sum / f64::from(st.n.max(1));
+        let h = BUCKET_MS as f64 / 3.6e6;
+        let (mean, var, seen_h) = *base;
+        let sd = var.max(0.0).sqrt().max(cfg.min_sd);
+        let u = if seen_h >= 1.0 { (x - mean) / sd } else { 0.0 };
+        let delta = cfg.shift_sd;
+        // Neighbouring buckets of a temperature are correlated (lag-1 φ,
+        // learned per GPU): n of them carry the evidence of n(1−φ)/(1+φ)
+        // independent ones, so each bucket counts for that much.
+        let d = decay_of(h, st.s > quarter);
+        if st.base_h > 0.0 {
+            // A prior of 0.6 until ~50 buckets have been seen.
+            const A: f64 = 1.0 / 50.0;
+            st.lag1 = st.lag1 * (1.0 - A) + A * (u * st.prev_u).clamp(-4.0, 4.0);
+        } else {
+            st.lag1 = 0.6;
+        }
+        st.prev_u = u.clamp(-4.0, 4.0);
+        let phi = st.lag1.clamp(0.0, 0.9);
+        let llr = delta * (u - delta / 2.0) * (1.0 - phi) / (1.0 + phi);
+        // Exponentially weighted mean and variance of bucket means.
+        let w_old = seen_h * d;
+        let w = w_old + h;
+        let new_mean = (mean * w_old + x * h) / w;
+        let new_var = if seen_h > 0.0 {
+            (w_old * (var + (mean - new_mean).powi(2)) + h * (x - new_mean).powi(2)) / w
+        } else {
+            1.0
+        };
+        *base = (new_mean, new_var, w);
+        st.base_a = new_mean;
+        st.base_h = st.base_h * d + h;
+        llr
+    };
+    if let Some(b) = bg {
+        // The SKU's background: every GPU's buckets, the oldest scaled
+        // away past 10,000 GPU-hours so that it follows the fleet.
+        b.0 += st.sum;
+        b.1 += st.hours;
+        if b.1 > BACKGROUND_CAP_H {
+            let f = BACKGROUND_CAP_H / b.1;
+            b.0 *= f;
+            b.1 *= f;
+        }
+    }
+    let llr = llr.min(cfg.clip);
+    if st.base_h < cfg.warm_up_h && !st.newcomer {
+        // Still learning what is usual: no evidence accumulates yet.
+        st.s = 0.0;
+        return;
+    }
+    if st.s <= 0.0 && llr > 0.0 {
+        st.since_ms = now_ms;
+        st.excess = 0.0;
+    }
+    st.s = (st.s + llr).max(0.0);
+    if st.s > 0.0 {
+        st.excess += if sig.counts() { st.sum } else { 1.0 };
+    }
+}
+
+pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) -> Evidence {
+    let hours = (now_ms - st.since_ms).max(0) as f64 / 3.6e6;
+    let warn = cfg.threshold(cfg.warn_budget);
+    let detail = if sig.counts() {
+        let base = st.base_a / st.base_h.max(1e-9);
+        format!(
+            "{} {:.0} in the last {hours:.1} h against this GPU's usual {base:.2}/h \
+             (change test {:.1}, warns at {warn:.1})",
+            match sig {
+                Signal::Ecc => "correctable ECC errors",
+                Signal::Nvlink => "NVLink CRC/replay errors",
+                _ => "PCIe replays",
+            },
+            st.excess,
+            st.s
+        )
+    } else {
+        format!(
+            "hotter than expected at this load for {hours:.1} h: {:+.1} °C against its usual \
+             {:+.1} °C in this workload (change test {:.1}, warns at {warn:.1})",
+            st.sum / f64::from(st.n.max(1)),
+            st.base_a,
+            st.s
+        )
+    };
+    Evidence {
+        signal: sig.signal_name().into(),
+        detail,
+    }
+}
