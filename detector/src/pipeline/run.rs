@@ -23,7 +23,8 @@ use super::feed::{Feed, Round};
 use super::handle::{Inputs, PipelineHandle, ShardMsg, ShardOutput};
 use super::parts::{AlertSink, Summary};
 use super::shard::{BatchOutput, Shard, shard_of};
-use crate::checkpoint::CheckpointStore;
+use super::units::{Route, Routing, Units};
+use crate::checkpoint::{CheckpointStore, PartitionKey, PartitionStore};
 use crate::sources::DeadLetters;
 use crate::state::State;
 
@@ -47,7 +48,15 @@ pub struct Pipeline {
     /// Where refused samples go (shared with the feed and the alert
     /// thread, which dead-letters what the feature engine rejects).
     dead: Arc<OnceLock<DeadLetters>>,
+    /// Partition units: which GPU goes to which (empty without them).
+    routing: Routing,
+    /// Where the alert thread writes partition checkpoints.
+    partition_store: Arc<OnceLock<SharedPartitionStore>>,
 }
+
+/// The partition checkpoint store, shared by the source (claims, restores,
+/// releases) and the alert thread (writes).
+pub type SharedPartitionStore = Arc<std::sync::Mutex<PartitionStore>>;
 
 /// One shard thread: runs messages until its input closes, then hands the
 /// shard back.
@@ -59,6 +68,8 @@ fn shard_loop(
 ) -> Shard {
     crate::priority::apply_to_current_thread();
     let name = format!("shard-{}", shard.id);
+    // Partition units this thread runs (Kafka with a checkpoint store).
+    let mut units = Units::default();
     let _guard = crate::health::PanicGuard {
         health: &st.health,
         name: name.clone(),
@@ -71,31 +82,43 @@ fn shard_loop(
                 horizon_ms,
                 clock_ms,
                 evict,
+                units: parts,
             } => {
                 crate::faults::maybe_panic(&name);
                 let t = Instant::now();
                 let mut out = BatchOutput::default();
                 for gpu in evict {
                     shard.evict(&gpu);
+                    units.evict(&gpu);
                     out.evicted.push(gpu);
                 }
                 shard.set_silence_horizon(horizon_ms);
                 shard.process(&samples, &mut out);
                 super::buffers::give(samples);
+                if !parts.is_empty() {
+                    units.process(parts, horizon_ms, &mut out);
+                }
                 out.origin_ms = origin_ms;
                 out.horizon_ms = horizon_ms;
                 out.clock_ms = clock_ms;
                 st.metrics.shard_latency.observe(t.elapsed().as_secs_f64());
                 ShardOutput::Batch(out)
             }
-            ShardMsg::Snapshot { request } => ShardOutput::Snapshot {
+            ShardMsg::Snapshot { request, release } => ShardOutput::Snapshot {
                 state: shard.snapshot(),
+                units: units.snapshot(),
+                released: units.release(&release),
                 request,
             },
+            ShardMsg::Adopt { id, key, shard: s } => {
+                units.adopt(id, key, *s);
+                continue;
+            }
             ShardMsg::Control { request } => ShardOutput::Control { request },
             ShardMsg::Model { model } => {
                 // Every shard skips its output alike, so the alert
                 // thread's rounds stay aligned.
+                units.set_failure_model(model.clone());
                 shard.set_failure_model(model);
                 continue;
             }
@@ -172,7 +195,9 @@ impl Pipeline {
                 .health
                 .register(super::alert_thread::CHECKPOINTER, false);
         }
+        let partition_store = Arc::new(OnceLock::new());
         let thread = AlertThread {
+            partitions: partition_store.clone(),
             dead: dead.clone(),
             clock_ms: None,
             export: alert_export,
@@ -208,7 +233,61 @@ impl Pipeline {
             inflight,
             feed,
             dead,
+            routing: Routing::default(),
+            partition_store,
         })
+    }
+
+    /// Writes partition units' checkpoints to `store` at every barrier.
+    pub fn set_partition_store(&mut self, store: SharedPartitionStore) {
+        let _ = self.partition_store.set(store);
+    }
+
+    /// The id of partition `key` (see [`super::units`]).
+    pub fn partition_id(&mut self, key: &PartitionKey) -> u32 {
+        self.routing.id_of(key, self.inputs.len())
+    }
+
+    /// Records that `gpu`'s samples come from partition `id`: from now on
+    /// they go to its unit.
+    pub fn note_partition(&mut self, gpu: &GpuId, id: u32) {
+        self.routing.note(gpu, id);
+    }
+
+    /// Whether this pipeline runs partition `id`'s unit.
+    pub fn is_adopted(&self, id: u32) -> bool {
+        self.routing.is_adopted(id)
+    }
+
+    /// Runs `shard` as partition `key`'s unit from the next batch on: its
+    /// GPUs are routed to it and admitted as established (no probation).
+    pub fn adopt(&mut self, key: &PartitionKey, shard: Shard) -> anyhow::Result<()> {
+        let id = self.partition_id(key);
+        for (gpu, _) in shard.gpu_clocks() {
+            self.routing.note(gpu, id);
+        }
+        self.feed
+            .adopt(shard.gpu_clocks().map(|(g, t)| (g.clone(), t)));
+        self.routing.set_adopted(id, true);
+        self.handle()
+            .adopt(self.routing.thread(id), id, key.clone(), shard)
+    }
+
+    /// The source's side of a release: after a barrier that released the
+    /// units of `keys` (`PipelineHandle::checkpoint_release`), their GPUs'
+    /// samples are dropped and the admission gate forgets them.
+    pub fn release_units(&mut self, keys: &[PartitionKey]) {
+        for key in keys {
+            let id = self.partition_id(key);
+            self.routing.set_adopted(id, false);
+            let gpus = self.routing.gpus_of(id);
+            self.feed.release(&gpus);
+        }
+    }
+
+    /// Partitions whose units this pipeline runs.
+    pub fn partitions(&self) -> Vec<PartitionKey> {
+        self.routing.adopted_keys()
     }
 
     /// Writes refused samples (admission and feature engine) to `dead`.
@@ -275,6 +354,9 @@ impl Pipeline {
             clock_ms,
             evict: evicted,
         } = round;
+        if !self.routing.is_empty() {
+            return self.send_partitioned(batch, origin_ms, horizon_ms, clock_ms, evicted);
+        }
         let n = self.inputs.len();
         let mut evict: Vec<Vec<GpuId>> = vec![Vec::new(); n];
         for gpu in evicted {
@@ -300,6 +382,64 @@ impl Pipeline {
                 horizon_ms,
                 clock_ms,
                 evict,
+                units: Vec::new(),
+            })
+            .map_err(|_| anyhow::anyhow!("a shard stopped"))?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::send_round`] with partition units: a unit's samples go to
+    /// its thread, grouped by unit (in input order within each); samples
+    /// of GPUs with no partition take the FNV path; those of a partition
+    /// given away are dropped.
+    fn send_partitioned(
+        &mut self,
+        mut batch: Vec<Sample>,
+        origin_ms: Option<i64>,
+        horizon_ms: Option<i64>,
+        clock_ms: Option<i64>,
+        evicted: Vec<GpuId>,
+    ) -> anyhow::Result<()> {
+        let n = self.inputs.len();
+        // A unit's GPU evicted by the gate is evicted on its unit's thread.
+        let mut evict: Vec<Vec<GpuId>> = vec![Vec::new(); n];
+        for gpu in evicted {
+            let t = match self.routing.route(&gpu) {
+                Route::Unit(_, t) => t,
+                Route::Shard | Route::Away => shard_of(&gpu, n),
+            };
+            evict[t].push(gpu);
+        }
+        let mut plain: Vec<Vec<Sample>> = (0..n).map(|_| Vec::new()).collect();
+        let mut units: Vec<Vec<(u32, Vec<Sample>)>> = (0..n).map(|_| Vec::new()).collect();
+        let mut away = 0u64;
+        for s in batch.drain(..) {
+            match self.routing.route(&s.gpu) {
+                Route::Shard => plain[shard_of(&s.gpu, n)].push(s),
+                Route::Unit(id, t) => {
+                    let list = &mut units[t];
+                    match list.iter_mut().find(|(u, _)| *u == id) {
+                        Some((_, v)) => v.push(s),
+                        None => list.push((id, vec![s])),
+                    }
+                }
+                Route::Away => away += 1,
+            }
+        }
+        buffers::give(batch);
+        if away > 0 {
+            tracing::debug!(samples = away, "samples of partitions handed over: dropped");
+        }
+        self.inflight.fetch_add(1, Relaxed);
+        for (((tx, samples), evict), units) in self.inputs.iter().zip(plain).zip(evict).zip(units) {
+            tx.send(ShardMsg::Batch {
+                samples,
+                origin_ms,
+                horizon_ms,
+                clock_ms,
+                evict,
+                units,
             })
             .map_err(|_| anyhow::anyhow!("a shard stopped"))?;
         }
