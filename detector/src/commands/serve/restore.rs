@@ -215,6 +215,22 @@ pub(super) fn restore_or_new(
             resume: Offsets::new(),
         },
     };
+    if cfg.partition_store.is_some() {
+        // Partition-aligned state: each partition resumes at its own
+        // checkpoint's offset when assigned (docs/scaling.md).
+        start.resume = Offsets::new();
+        let gpus: usize = start.shards.iter().map(Shard::gpu_count).sum();
+        if gpus > 0 {
+            // Written with `checkpoint.partitions = false` (or before
+            // partitions existed): no sample would reach these shards
+            // again, so their GPUs start over in their partitions' units.
+            tracing::warn!(
+                gpus,
+                "the checkpoint holds GPU state outside partition units (instance-wide layout): it starts cold once, in each partition's unit"
+            );
+            start.shards = pcfg.new_shards()?;
+        }
+    }
     let file = SilenceFile::new(cfg.silences_file.clone());
     let done = file.apply(
         &mut start.stage.engine,
