@@ -39,7 +39,7 @@ const ALERT_STAGE: &str = "alert_stage";
 /// A running pipeline.
 pub struct Pipeline {
     inputs: Arc<Inputs>,
-    shards: Vec<JoinHandle<Shard>>,
+    shards: Vec<JoinHandle<(Shard, Units)>>,
     alert: JoinHandle<anyhow::Result<Summary>>,
     /// Batches sent and not yet through the alert thread.
     inflight: Arc<AtomicUsize>,
@@ -59,13 +59,13 @@ pub struct Pipeline {
 pub type SharedPartitionStore = Arc<std::sync::Mutex<PartitionStore>>;
 
 /// One shard thread: runs messages until its input closes, then hands the
-/// shard back.
+/// shard (and its partition units) back.
 fn shard_loop(
     mut shard: Shard,
     rx: Receiver<ShardMsg>,
     otx: SyncSender<ShardOutput>,
     st: State,
-) -> Shard {
+) -> (Shard, Units) {
     crate::priority::apply_to_current_thread();
     let name = format!("shard-{}", shard.id);
     // Partition units this thread runs (Kafka with a checkpoint store).
@@ -127,7 +127,7 @@ fn shard_loop(
             break;
         }
     }
-    shard
+    (shard, units)
 }
 
 impl Pipeline {
@@ -455,11 +455,14 @@ impl Pipeline {
         // handle's send in progress (if any) is queued.
         drop(self.inputs);
         let mut shards = Vec::new();
+        let (mut unit_gpus, mut unit_bytes) = (0u64, 0u64);
         for h in self.shards {
-            shards.push(
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("a shard thread panicked"))?,
-            );
+            let (shard, units) = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("a shard thread panicked"))?;
+            unit_gpus += units.gpu_count() as u64;
+            unit_bytes += units.heap_bytes() as u64;
+            shards.push(shard);
         }
         let mut summary = self
             .alert
@@ -467,8 +470,9 @@ impl Pipeline {
             .map_err(|_| anyhow::anyhow!("the alert thread panicked"))??;
         summary.samples = self.feed.samples;
         summary.rejected += self.feed.refused;
-        summary.gpus = shards.iter().map(|s| s.gpu_count() as u64).sum();
-        summary.state_bytes = shards.iter().map(|s| s.heap_bytes() as u64).sum();
+        summary.gpus = shards.iter().map(|s| s.gpu_count() as u64).sum::<u64>() + unit_gpus;
+        summary.state_bytes =
+            shards.iter().map(|s| s.heap_bytes() as u64).sum::<u64>() + unit_bytes;
         Ok((summary, shards))
     }
 }

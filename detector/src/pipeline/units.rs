@@ -192,6 +192,15 @@ impl Units {
         }
     }
 
+    /// GPUs in all units.
+    pub(super) fn gpu_count(&self) -> usize {
+        self.units.values().map(|(_, s)| s.gpu_count()).sum()
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.units.values().map(|(_, s)| s.heap_bytes()).sum()
+    }
+
     /// Every unit's snapshot.
     pub(super) fn snapshot(&self) -> Vec<UnitSnapshot> {
         self.units

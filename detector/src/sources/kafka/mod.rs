@@ -44,6 +44,8 @@ mod consumer;
 mod context;
 pub(crate) mod health;
 mod lag;
+#[cfg(test)]
+mod mock_tests;
 mod pacing;
 pub mod preflight;
 pub mod produce;
@@ -342,19 +344,13 @@ impl<'a> Source<'a> {
             self.dead,
             self.dlq.as_ref(),
         );
-        if let Some(u) = &self.units {
+        if self.units.is_some() {
             let id = self.pipeline.partition_id(&key);
             if !self.pipeline.is_adopted(id) {
-                // Assigned without passing through the callback (never
-                // expected): take it over as an assign would.
-                let (resume, _) = u.adopt(std::slice::from_ref(&key), self.pipeline)?;
-                if !resume.is_empty() {
-                    if let Ok(mut sent) = self.shared.sent.lock() {
-                        sent.extend(resume.iter().map(|(k, o)| (k.clone(), *o)));
-                    }
-                    self.resume.reseek(resume);
-                    return Ok(false);
-                }
+                // A message of a partition revoked in this poll (or not
+                // taken over yet): its owner reads it from the checkpoint.
+                tracing::debug!(topic = %key.0, partition = key.1, offset = m.offset(), "message of a partition not held: skipped");
+                return Ok(false);
             }
             for s in samples.iter() {
                 self.pipeline.note_partition(&s.gpu, id);
