@@ -96,7 +96,7 @@ fn shard_loop(
                 shard.process(&samples, &mut out);
                 super::buffers::give(samples);
                 if !parts.is_empty() {
-                    units.process(parts, horizon_ms, &mut out);
+                    units.process(parts, horizon_ms, &mut out, &mut shard);
                 }
                 out.origin_ms = origin_ms;
                 out.horizon_ms = horizon_ms;

@@ -341,3 +341,47 @@ fn without_partitions_the_pipeline_is_untouched() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+#[test]
+fn units_export_their_scores_once_through_their_threads_writers() {
+    let (cfg, pcfg) = test_config(23);
+    let dir = temp("export");
+    let settings = crate::export::ExportSettings {
+        dir: dir.clone(),
+        features: false,
+        feature_sample_every: std::num::NonZeroU32::MIN,
+        instance: "units".into(),
+    };
+    let mut p = Pipeline::start_with(
+        pcfg.new_shards().expect("shards"),
+        engine(&cfg),
+        Box::new(Capture::default()),
+        crate::state::SharedState::new(),
+        None,
+        Some(&settings),
+    )
+    .expect("start");
+    // Three partitions on two threads: two units share a thread's writers.
+    for k in [key(0), key(1), key(2)] {
+        p.adopt(&k, pcfg.new_unit(&k).expect("unit"))
+            .expect("adopt");
+    }
+    for t in fleet(1.0) {
+        for s in &t {
+            let id = p.partition_id(&key(shard_of(&s.gpu, 3) as i32));
+            p.note_partition(&s.gpu, id);
+        }
+        p.send(t).expect("send");
+    }
+    let (summary, _) = p.finish().expect("finish");
+    assert!(summary.assessments > 1000, "{summary:?}");
+    assert_eq!(summary.gpus, 96, "units count in the summary");
+    let rows: usize = datasets::export::list_files(&dir, "scores", i64::MIN, i64::MAX)
+        .expect("scores")
+        .iter()
+        .flat_map(|f| datasets::export::read_file(&f.path).expect("read"))
+        .map(|b| b.num_rows())
+        .sum();
+    assert_eq!(rows as u64, summary.assessments, "every score once");
+    let _ = std::fs::remove_dir_all(dir);
+}

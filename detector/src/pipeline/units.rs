@@ -170,17 +170,27 @@ impl Units {
     }
 
     /// Runs each unit's samples (a unit this thread does not run, which
-    /// the source never sends, is skipped).
+    /// the source never sends, is skipped). Each unit writes its rows and
+    /// scores through `thread`'s Parquet writers, if exports are on.
     pub(super) fn process(
         &mut self,
         parts: Vec<(u32, Vec<Sample>)>,
         horizon_ms: Option<i64>,
         out: &mut BatchOutput,
+        thread: &mut Shard,
     ) {
         for (id, samples) in parts {
             if let Some((_, s)) = self.units.get_mut(&id) {
                 s.set_silence_horizon(horizon_ms);
+                let export = thread.take_export();
+                let lent = export.is_some();
+                if lent {
+                    s.set_export(export);
+                }
                 s.process(&samples, out);
+                if lent {
+                    thread.set_export(s.take_export());
+                }
             } else {
                 tracing::warn!(
                     unit = id,
