@@ -101,10 +101,16 @@ impl Routing {
         }
     }
 
-    /// Records that `gpu`'s samples come from unit `id`.
+    /// Records that `gpu`'s samples come from unit `id`. Sticky while the
+    /// GPU's unit is held: its state is never split over two units (a
+    /// sample assembled across messages, the adapter encoding, may be
+    /// completed by another partition's message).
     pub(super) fn note(&mut self, gpu: &GpuId, id: u32) {
-        if self.gpus.get(gpu) != Some(&id) {
-            self.gpus.insert(gpu.clone(), id);
+        match self.gpus.get(gpu) {
+            Some(&cur) if cur == id || self.is_adopted(cur) => {}
+            _ => {
+                self.gpus.insert(gpu.clone(), id);
+            }
         }
     }
 
@@ -238,5 +244,39 @@ impl Units {
             }
         }
         gpus
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_stays_in_the_unit_that_holds_it() {
+        let mut r = Routing::default();
+        assert!(r.is_empty());
+        let (a, b) = (r.id_of(&("t".into(), 0), 2), r.id_of(&("t".into(), 1), 2));
+        assert_eq!(r.id_of(&("t".into(), 0), 2), a, "interned");
+        let gpu: GpuId = "GPU-1".into();
+        assert!(matches!(r.route(&gpu), Route::Shard), "unknown GPU");
+        r.note(&gpu, a);
+        assert!(matches!(r.route(&gpu), Route::Away), "unit not held");
+        r.set_adopted(a, true);
+        r.set_adopted(b, true);
+        assert!(matches!(r.route(&gpu), Route::Unit(u, _) if u == a));
+        r.note(&gpu, b);
+        assert!(
+            matches!(r.route(&gpu), Route::Unit(u, _) if u == a),
+            "sticky while held"
+        );
+        r.set_adopted(a, false);
+        assert!(matches!(r.route(&gpu), Route::Away));
+        r.note(&gpu, b);
+        assert!(
+            matches!(r.route(&gpu), Route::Unit(u, _) if u == b),
+            "moves once a is given away"
+        );
+        assert_eq!(r.gpus_of(b), vec![gpu]);
+        assert_eq!(r.adopted_keys(), vec![("t".to_owned(), 1)]);
     }
 }
