@@ -189,10 +189,10 @@ impl Admission {
     pub fn restore(&mut self, gpus: impl IntoIterator<Item = (GpuId, i64)>) {
         for (gpu, last_ms) in gpus {
             // A GPU already established here (taken back) counts once.
-            if !self
+            if self
                 .gpus
                 .get(&gpu)
-                .is_some_and(|g| g.samples >= self.cfg.established_after)
+                .is_none_or(|g| g.samples < self.cfg.established_after)
             {
                 self.established += 1;
             }
