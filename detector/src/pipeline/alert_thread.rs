@@ -105,14 +105,10 @@ impl AlertThread {
                         None => result.map(|_| ())?,
                     }
                 }
-                // Moved, not lost: no alert resolves or fires for them here.
+                // Their alerts stay until the rebalance settles: a partition
+                // assigned straight back keeps them (Command::HandOver).
                 if !released.is_empty() {
-                    self.stage.hand_over(&released);
-                    self.state.forget(&released);
-                    tracing::info!(
-                        gpus = released.len(),
-                        "GPUs of released partitions handed over"
-                    );
+                    tracing::debug!(gpus = released.len(), "units of revoked partitions dropped");
                     released.clear();
                 }
             }
@@ -132,6 +128,16 @@ impl AlertThread {
     }
 
     fn command(&mut self, command: Command) -> Result<serde_json::Value, ControlError> {
+        if let Command::HandOver(gpus) = command {
+            // Moved, not lost: no alert resolves or fires for them here.
+            self.stage.hand_over(&gpus);
+            self.state.forget(&gpus);
+            tracing::info!(
+                gpus = gpus.len(),
+                "GPUs of partitions now held elsewhere handed over"
+            );
+            return Ok(serde_json::json!({ "handed_over": gpus.len() }));
+        }
         let watermark = self.stage.clock_ms();
         let engine = &mut self.stage.engine;
         let answer = match command {
@@ -141,6 +147,7 @@ impl AlertThread {
                 engine.add_silence(silence);
                 Ok(v)
             }
+            Command::HandOver(_) => Ok(serde_json::Value::Null),
             Command::ExpireSilence(id) => {
                 let now = match watermark {
                     i64::MIN => crate::checkpoint::wall_ms(),

@@ -90,6 +90,10 @@ pub(crate) type Inputs = Vec<SyncSender<ShardMsg>>;
 pub enum Command {
     AddSilence(alerts::Silence),
     ExpireSilence(String),
+    /// GPUs whose Kafka partition went to another instance: forgotten by
+    /// the alert stage and the risk table without an event (the source
+    /// sends it once a rebalance has settled; see `Pipeline::settle_released`).
+    HandOver(Vec<GpuId>),
 }
 
 /// Why a command got no answer, or a refusal.

@@ -52,6 +52,9 @@ pub struct Pipeline {
     routing: Routing,
     /// Where the alert thread writes partition checkpoints.
     partition_store: Arc<OnceLock<SharedPartitionStore>>,
+    /// Partitions released whose GPUs the alert stage still knows, until
+    /// the rebalance settles ([`Pipeline::settle_released`]).
+    pending: Vec<PartitionKey>,
 }
 
 /// The partition checkpoint store, shared by the source (claims, restores,
@@ -235,6 +238,7 @@ impl Pipeline {
             dead,
             routing: Routing::default(),
             partition_store,
+            pending: Vec::new(),
         })
     }
 
@@ -282,7 +286,34 @@ impl Pipeline {
             self.routing.set_adopted(id, false);
             let gpus = self.routing.gpus_of(id);
             self.feed.release(&gpus);
+            if !self.pending.contains(key) {
+                self.pending.push(key.clone());
+            }
         }
+    }
+
+    /// Once a rebalance has settled (the next assignment is in, or the
+    /// source is leaving): the GPUs of released partitions not taken back
+    /// are handed over, so the alert stage forgets them without an event.
+    /// A partition assigned straight back (an eager rebalance revokes
+    /// everything) keeps its GPUs' alerts. Returns how many were handed
+    /// over.
+    pub fn settle_released(&mut self) -> anyhow::Result<usize> {
+        let mut gpus = Vec::new();
+        for key in std::mem::take(&mut self.pending) {
+            let id = self.partition_id(&key);
+            if !self.routing.is_adopted(id) {
+                gpus.extend(self.routing.gpus_of(id));
+            }
+        }
+        if gpus.is_empty() {
+            return Ok(0);
+        }
+        let n = gpus.len();
+        self.handle()
+            .control(super::Command::HandOver(gpus))
+            .map_err(|e| anyhow::anyhow!("handing GPUs over: {e}"))?;
+        Ok(n)
     }
 
     /// Partitions whose units this pipeline runs.

@@ -51,6 +51,8 @@ pub(super) struct Shared {
     /// loop must drop from its routing (see [`super::units`]).
     pub(super) units: bool,
     pub(super) to_adopt: Mutex<Vec<(String, i32)>>,
+    /// An assignment came (maybe empty): the rebalance has settled.
+    pub(super) assign_seen: AtomicBool,
     pub(super) released: Mutex<Vec<(String, i32)>>,
     /// The partition store (its locks are released at a revoke).
     pub(super) store: Option<crate::pipeline::run::SharedPartitionStore>,
@@ -77,6 +79,7 @@ impl Shared {
             reach: Mutex::new(Reachability::default()),
             units: false,
             to_adopt: Mutex::new(Vec::new()),
+            assign_seen: AtomicBool::new(false),
             released: Mutex::new(Vec::new()),
             store: None,
         }
@@ -301,6 +304,7 @@ impl ConsumerContext for Ctx {
                     && let Ok(mut t) = self.shared.to_adopt.lock()
                 {
                     t.extend(parts.iter().cloned());
+                    self.shared.assign_seen.store(true, Ordering::Relaxed);
                 }
                 if let Ok(mut a) = self.shared.assigned.lock() {
                     *a = parts;

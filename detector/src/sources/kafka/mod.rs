@@ -300,6 +300,9 @@ impl<'a> Source<'a> {
                 }
                 self.resume.reseek(resume);
             }
+            if self.shared.assign_seen.swap(false, Ordering::Relaxed) {
+                self.pipeline.settle_released()?;
+            }
             if !released.is_empty() || !adopt.is_empty() {
                 self.state.set_partitions(self.pipeline.partitions());
             }
@@ -444,6 +447,8 @@ impl<'a> Source<'a> {
         if self.units.is_some() {
             units::leave_group(consumer, &self.shared);
             self.after_rebalance()?;
+            // No assignment follows a leave: everything released goes.
+            self.pipeline.settle_released()?;
         }
         let shared = &self.shared;
         if let Some(cp) = &shared.checkpointer {
