@@ -52,6 +52,16 @@ pub struct PartitionCheckpoint {
     pub offset: i64,
     /// GPUs in the unit (for logs; the shard snapshot is the truth).
     pub gpus: u64,
+    /// The instance that wrote it ([`PartitionStore::writer`]) and the
+    /// sequence number of its instance checkpoint taken at the same
+    /// barrier: a restart of that instance that restored an older
+    /// instance checkpoint (the newer one damaged or never written) goes
+    /// back to the partition files of that barrier, so alert stage and
+    /// units agree.
+    #[serde(default)]
+    pub writer: String,
+    #[serde(default)]
+    pub instance_seq: u64,
     /// The unit's `crate::pipeline::shard::Shard` snapshot.
     #[serde(with = "bytes")]
     pub shard: Vec<u8>,
@@ -119,6 +129,17 @@ pub fn decode(bytes: &[u8], path: &Path) -> anyhow::Result<PartitionCheckpoint> 
     from_cbor(&env.payload.0, &name.to_string())
 }
 
+/// This instance's name as a writer: its host and its checkpoint
+/// directory (an instance has its own, locked), stable across restarts.
+pub fn instance_id(checkpoint_dir: &Path) -> String {
+    let host = fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let dir = fs::canonicalize(checkpoint_dir).unwrap_or_else(|_| checkpoint_dir.to_owned());
+    format!("{}:{}", host.trim(), dir.display())
+}
+
 /// Where the store lives, from its URL: `file:///dir`, `file://dir` or a
 /// plain path.
 pub fn store_root(url: &str) -> anyhow::Result<PathBuf> {
@@ -150,6 +171,8 @@ fn seq_of(path: &Path) -> Option<u64> {
 #[derive(Debug)]
 pub struct PartitionStore {
     root: PathBuf,
+    /// Who writes here (see [`PartitionCheckpoint::writer`]).
+    writer: String,
     /// Partitions this instance owns, each with its directory's lock.
     claimed: HashMap<PartitionKey, alerts::DirLock>,
 }
@@ -162,8 +185,20 @@ impl PartitionStore {
             .with_context(|| format!("creating the partition store {}", dir.display()))?;
         Ok(PartitionStore {
             root: root.to_owned(),
+            writer: String::new(),
             claimed: HashMap::new(),
         })
+    }
+
+    /// Names the instance writing through this store: stable across its
+    /// restarts, distinct between instances (see [`instance_id`]).
+    pub fn with_writer(mut self, writer: String) -> Self {
+        self.writer = writer;
+        self
+    }
+
+    pub fn writer(&self) -> &str {
+        &self.writer
     }
 
     /// The store's root.
@@ -241,6 +276,17 @@ impl PartitionStore {
     pub fn latest_with<T>(
         &self,
         key: &PartitionKey,
+        check: impl FnMut(&PartitionCheckpoint) -> anyhow::Result<T>,
+    ) -> anyhow::Result<Option<(PartitionCheckpoint, T)>> {
+        self.latest_where(key, |_| false, check)
+    }
+
+    /// As [`Self::latest_with`], passing over (without an error) the files
+    /// `skip` says to.
+    pub fn latest_where<T>(
+        &self,
+        key: &PartitionKey,
+        skip: impl Fn(&PartitionCheckpoint) -> bool,
         mut check: impl FnMut(&PartitionCheckpoint) -> anyhow::Result<T>,
     ) -> anyhow::Result<Option<(PartitionCheckpoint, T)>> {
         for (seq, path) in self.newest_first(key)? {
@@ -248,6 +294,9 @@ impl PartitionStore {
                 .with_context(|| format!("reading {}", path.display()))
                 .and_then(|b| decode(&b, &path))
                 .and_then(|c| {
+                    if skip(&c) {
+                        return Ok(None);
+                    }
                     anyhow::ensure!(
                         c.topic == key.0 && c.partition == key.1,
                         "{} holds partition {}-{}, not {}-{}",
@@ -258,10 +307,15 @@ impl PartitionStore {
                         key.1
                     );
                     let t = check(&c)?;
-                    Ok((c, t))
+                    Ok(Some((c, t)))
                 });
             match got {
-                Ok(x) => return Ok(Some(x)),
+                Ok(Some(x)) => return Ok(Some(x)),
+                Ok(None) => tracing::info!(
+                    seq,
+                    file = %path.display(),
+                    "partition checkpoint newer than this instance's restored checkpoint: taking the one before"
+                ),
                 Err(e) => tracing::error!(
                     seq,
                     file = %path.display(),
@@ -331,6 +385,8 @@ mod tests {
             created_ms: 1,
             offset,
             gpus: 2,
+            writer: "me".into(),
+            instance_seq: seq,
             shard: vec![seq as u8; 100],
         }
     }
@@ -377,6 +433,16 @@ mod tests {
                 Ok(c.seq)
             })
             .expect("latest_with");
+        assert_eq!(got.map(|x| x.1), Some(3));
+        // Files an instance wrote past the instance checkpoint it restored
+        // are passed over.
+        let got = store
+            .latest_where(
+                &key(3),
+                |c| c.writer == "me" && c.instance_seq > 3,
+                |c| Ok(c.seq),
+            )
+            .expect("latest_where");
         assert_eq!(got.map(|x| x.1), Some(3));
         // Other partitions are apart.
         assert_eq!(store.latest(&key(4)).expect("none"), None);

@@ -250,6 +250,8 @@ impl AlertThread {
             tracing::error!("the partition store's lock is poisoned: partitions not checkpointed");
             return written;
         };
+        // The instance checkpoint of this barrier gets this number.
+        let instance_seq = self.store.as_ref().map_or(0, CheckpointStore::next_seq);
         for u in units {
             let Some(&offset) = offsets.get(&u.key) else {
                 continue;
@@ -262,6 +264,8 @@ impl AlertThread {
                     created_ms: crate::checkpoint::wall_ms(),
                     offset,
                     gpus: u.gpus,
+                    writer: store.writer().to_owned(),
+                    instance_seq,
                     shard,
                 };
                 let bytes = store.write(&c)?;

@@ -158,6 +158,7 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     };
     let start = restore_or_new(&cfg, &sys, model)?;
     let resume = start.resume;
+    let restored_seq = start.restored_seq;
     state.set_silences(start.stage.engine.silences().to_vec());
     if let Ok(mut rules) = state.inhibit_rules.write() {
         *rules = cfg.alerts.engine.inhibit_rules.clone();
@@ -175,15 +176,19 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     // Partition-aligned state (Kafka with checkpoints): docs/scaling.md.
     let units = match &cfg.partition_store {
         Some(root) => {
+            let writer = crate::checkpoint::partitions::instance_id(
+                cfg.checkpoint_dir.as_deref().unwrap_or(root),
+            );
             let store = Arc::new(std::sync::Mutex::new(
-                crate::checkpoint::PartitionStore::open(root)?,
+                crate::checkpoint::PartitionStore::open(root)?.with_writer(writer),
             ));
             pipeline.set_partition_store(store.clone());
             tracing::info!(store = %root.display(), "partition-aligned state: each Kafka partition's state is checkpointed and restored on its own");
-            Some(kafka::PartitionUnits {
+            Some(kafka::PartitionUnits::new(
                 store,
-                pcfg: unit_settings,
-            })
+                unit_settings,
+                restored_seq,
+            ))
         }
         None => None,
     };

@@ -55,6 +55,8 @@ pub(super) struct Start {
     pub(super) router: AlertRouter,
     pub(super) store: Option<CheckpointStore>,
     pub(super) resume: Offsets,
+    /// The instance checkpoint restored (its seq), if any.
+    pub(super) restored_seq: Option<u64>,
 }
 
 /// A checkpoint restored whole: the file's contents and its parts, rebuilt.
@@ -205,6 +207,7 @@ pub(super) fn restore_or_new(
                 router,
                 store,
                 resume: ckpt.offsets,
+                restored_seq: Some(ckpt.seq),
             }
         }
         None => Start {
@@ -213,6 +216,7 @@ pub(super) fn restore_or_new(
             router: fresh_router(cfg, sys),
             store,
             resume: Offsets::new(),
+            restored_seq: None,
         },
     };
     if cfg.partition_store.is_some() {

@@ -92,7 +92,7 @@ fn member(brokers: &str, dir: &Path, shared: &Path) -> Member {
         let policy = CheckpointPolicy {
             every: Duration::from_millis(300),
             resume: Offsets::new(),
-            units: Some(PartitionUnits { store, pcfg }),
+            units: Some(PartitionUnits::new(store, pcfg, None)),
         };
         let mut dead = DeadLetters::open(None)?;
         let n = super::run(&settings, Some(policy), &st, &sd, &mut dead, &mut pipeline)?;

@@ -32,6 +32,28 @@ pub struct PartitionUnits {
     pub store: SharedPartitionStore,
     /// Settings of fresh units (features, seed, failure model).
     pub pcfg: PipelineConfig,
+    /// The instance checkpoint restored at start (its seq), if any: the
+    /// first time a partition is taken after start, this instance's own
+    /// files of later barriers are passed over, so that its units agree
+    /// with its alert stage.
+    pub restored_seq: Option<u64>,
+    /// Partitions taken since start.
+    pub taken: std::sync::Mutex<std::collections::HashSet<Partition>>,
+}
+
+impl PartitionUnits {
+    pub fn new(
+        store: SharedPartitionStore,
+        pcfg: PipelineConfig,
+        restored_seq: Option<u64>,
+    ) -> Self {
+        PartitionUnits {
+            store,
+            pcfg,
+            restored_seq,
+            taken: std::sync::Mutex::new(std::collections::HashSet::new()),
+        }
+    }
 }
 
 /// One partition taken over.
@@ -67,7 +89,18 @@ impl PartitionUnits {
                     .store
                     .lock()
                     .map_err(|_| anyhow::anyhow!("the partition store's lock is poisoned"))?;
-                store.latest_with(key, |c| restore_shard(&c.shard))?
+                let first = self
+                    .taken
+                    .lock()
+                    .map(|mut t| t.insert(key.clone()))
+                    .unwrap_or(false);
+                let me = store.writer().to_owned();
+                let cap = self.restored_seq.filter(|_| first);
+                store.latest_where(
+                    key,
+                    |c| cap.is_some_and(|j| c.writer == me && c.instance_seq > j),
+                    |c| restore_shard(&c.shard),
+                )?
             };
             let t = match restored {
                 Some((c, mut shard)) => {
@@ -274,10 +307,7 @@ mod tests {
         };
         let store: SharedPartitionStore =
             Arc::new(Mutex::new(PartitionStore::open(&root).expect("store")));
-        let units = PartitionUnits {
-            store: store.clone(),
-            pcfg: pcfg.clone(),
-        };
+        let units = PartitionUnits::new(store.clone(), pcfg.clone(), None);
         // A checkpoint of partition 1 with 3 GPUs, as a revoke writes it.
         let mut shard = pcfg.new_unit(&key(1)).expect("unit");
         let mut out = crate::pipeline::shard::BatchOutput::default();
@@ -302,6 +332,8 @@ mod tests {
                 created_ms: 0,
                 offset: 77,
                 gpus: 3,
+                writer: String::new(),
+                instance_seq: 1,
                 shard: shard.snapshot().expect("snapshot"),
             })
             .expect("write");
