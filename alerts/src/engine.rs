@@ -350,6 +350,24 @@ impl AlertEngine {
         self.topology.remove(scope.level(), value);
     }
 
+    /// Forgets every alert of the source `value` at `scope` with no event:
+    /// another instance now watches it (its Kafka partition moved), so it
+    /// is neither resolved nor lost here. Returns how many alert states
+    /// were dropped.
+    pub fn hand_over(&mut self, scope: Scope, value: &str) -> usize {
+        let level = scope.level();
+        let mut n = 0;
+        for t in self.kinds.values_mut() {
+            if t.states[level].remove(value).is_some() {
+                n += 1;
+            }
+        }
+        self.suppressed
+            .retain(|id| !(id.1 == scope && &*id.2 == value));
+        self.topology.remove(level, value);
+        n
+    }
+
     /// Adds (or replaces, by id) a silence.
     pub fn add_silence(&mut self, silence: Silence) {
         self.silences.upsert(silence);

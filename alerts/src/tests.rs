@@ -448,3 +448,33 @@ fn a_shadow_route_records_instead_of_sending() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_handed_over_gpu_leaves_without_an_event() {
+    let mut e = engine("[lifecycle.default]\nfor = \"0s\"\nstale_after = \"10m\"\n");
+    let (moved, stays) = (gpu_labels(0, 0, 1), gpu_labels(0, 0, 2));
+    let obs = |labels, ts| Observation {
+        ts_ms: ts,
+        kind: "ecc",
+        scope: Scope::Gpu,
+        labels,
+        severity: Severity::Critical,
+        value: 0.9,
+        summary: "s",
+        reasons: &[],
+        eta_hours: None,
+    };
+    assert_eq!(firing(&e.observe(&obs(&moved, 0))).len(), 1);
+    assert_eq!(firing(&e.observe(&obs(&stays, 0))).len(), 1);
+    assert_eq!(e.hand_over(Scope::Gpu, "GPU-r0h0g1"), 1);
+    assert_eq!(e.hand_over(Scope::Gpu, "GPU-r0h0g1"), 0, "already gone");
+    // Long past staleness: only the GPU that stayed resolves.
+    let out = e.tick(30 * MIN);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].dedup_key, "forewarn/gpu/GPU-r0h0g2/ecc");
+    assert!(
+        e.firing()
+            .iter()
+            .all(|a| a.dedup_key != "forewarn/gpu/GPU-r0h0g1/ecc")
+    );
+}

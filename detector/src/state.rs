@@ -138,6 +138,9 @@ pub struct SharedState {
     pub model: RwLock<ModelStatus>,
     /// Each long-lived component's health (`/healthz`, `/readyz`).
     pub health: crate::health::Health,
+    /// Kafka partitions whose state this instance holds (`topic-partition`,
+    /// sorted; empty without partition-aligned state). `/readyz` lists them.
+    partitions: RwLock<Vec<String>>,
 }
 
 pub type State = Arc<SharedState>;
@@ -154,7 +157,23 @@ impl SharedState {
             clock_ms: AtomicI64::new(i64::MIN),
             model: RwLock::new(ModelStatus::builtin()),
             health: crate::health::Health::default(),
+            partitions: RwLock::new(Vec::new()),
         })
+    }
+
+    /// Publishes the partitions whose state this instance holds.
+    pub fn set_partitions(&self, keys: Vec<(String, i32)>) {
+        if let Ok(mut p) = self.partitions.write() {
+            *p = keys.iter().map(|(t, n)| format!("{t}-{n}")).collect();
+        }
+    }
+
+    /// The partitions whose state this instance holds.
+    pub fn partitions(&self) -> Vec<String> {
+        self.partitions
+            .read()
+            .map(|p| p.clone())
+            .unwrap_or_default()
     }
 
     /// Publishes the engine's silences.

@@ -188,7 +188,14 @@ impl Admission {
     /// newest event time, and sets the clock from them.
     pub fn restore(&mut self, gpus: impl IntoIterator<Item = (GpuId, i64)>) {
         for (gpu, last_ms) in gpus {
-            self.established += 1;
+            // A GPU already established here (taken back) counts once.
+            if self
+                .gpus
+                .get(&gpu)
+                .is_none_or(|g| g.samples < self.cfg.established_after)
+            {
+                self.established += 1;
+            }
             self.gpus.insert(
                 gpu,
                 Gpu {
@@ -202,6 +209,23 @@ impl Admission {
             );
         }
         self.reset_clock();
+    }
+
+    /// Forgets `gpus` without reporting an eviction: their state moved to
+    /// another owner (a Kafka partition handed over). Samples held while on
+    /// probation are dropped: the new owner reads them again. Returns how
+    /// many GPUs were tracked.
+    pub fn release(&mut self, gpus: &[GpuId]) -> usize {
+        let mut n = 0;
+        for gpu in gpus {
+            if let Some(g) = self.gpus.remove(gpu) {
+                n += 1;
+                if g.samples >= self.cfg.established_after {
+                    self.established -= 1;
+                }
+            }
+        }
+        n
     }
 
     /// Changes the most GPUs tracked at once (those above it stay until

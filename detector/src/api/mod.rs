@@ -132,19 +132,26 @@ async fn healthz(AxState(state): AxState<AppState>) -> impl IntoResponse {
 }
 
 /// Readiness: restored, caught up, and every component on the alert path
-/// working (503 naming what is not).
+/// working (503 naming what is not). With partition-aligned Kafka state, a
+/// second line names the partitions this instance holds.
 #[utoipa::path(get, path = "/readyz", responses(
     (status = 200, description = "ready"),
     (status = 503, description = "not ready: the body names why"),
 ))]
 async fn readyz(AxState(state): AxState<AppState>) -> impl IntoResponse {
     let why = state.unready();
+    let owned = state.partitions();
+    let partitions = if owned.is_empty() {
+        String::new()
+    } else {
+        format!("partitions: {}\n", owned.join(","))
+    };
     if why.is_empty() {
-        (StatusCode::OK, "ready\n".to_owned())
+        (StatusCode::OK, format!("ready\n{partitions}"))
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {}\n", why.join(", ")),
+            format!("not ready: {}\n{partitions}", why.join(", ")),
         )
     }
 }

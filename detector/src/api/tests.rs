@@ -164,6 +164,14 @@ async fn fleet_health_ready_and_metrics() {
     );
     s.set_ready(true);
     assert_eq!(get(&s, "/readyz").await.0, StatusCode::OK);
+    s.set_partitions(vec![("telemetry".into(), 0), ("telemetry".into(), 3)]);
+    let (st, body) = get(&s, "/readyz").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(
+        body.as_str()
+            .is_some_and(|b| b.ends_with("partitions: telemetry-0,telemetry-3\n")),
+        "{body}"
+    );
     // Component health: a degraded outbox fails readiness, not liveness;
     // a stopped part fails both, and /healthz names it.
     s.health.register("outbox", true);

@@ -59,7 +59,7 @@ struct Envelope {
 
 /// A CBOR byte string on the way out (serde writes a `Vec<u8>` as an array
 /// of integers, up to twice the size and slower to read).
-struct Bytes<'a>(&'a [u8]);
+pub(super) struct Bytes<'a>(pub(super) &'a [u8]);
 
 impl Serialize for Bytes<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -68,7 +68,7 @@ impl Serialize for Bytes<'_> {
 }
 
 /// A CBOR byte string on the way in.
-struct ByteBuf(Vec<u8>);
+pub(super) struct ByteBuf(pub(super) Vec<u8>);
 
 impl<'de> Deserialize<'de> for ByteBuf {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -28,9 +28,11 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 mod format;
+pub mod partitions;
 pub use format::{VERSION, VERSION_NO_CHECKSUM};
 #[cfg(test)]
 pub(crate) use format::{encode, encode_v2};
+pub use partitions::{PartitionCheckpoint, PartitionKey, PartitionStore};
 
 /// Checkpoint files kept.
 pub const KEEP: usize = 3;

@@ -102,6 +102,10 @@ pub struct Config {
     pub api: crate::api::server::ServerSettings,
     /// Checkpoint directory (none: no checkpoints).
     pub checkpoint_dir: Option<PathBuf>,
+    /// Root of the partition checkpoint store: set with the Kafka source
+    /// and checkpoints, unless `checkpoint.partitions = false`
+    /// (docs/scaling.md).
+    pub partition_store: Option<PathBuf>,
     pub checkpoint_every: Duration,
     /// Parquet exports (none: disabled).
     pub export: Option<crate::export::ExportSettings>,
@@ -201,6 +205,10 @@ impl RawConfig {
             (None, SourceKind::Kafka(_)) => Some(sections::default_checkpoint_dir()),
             (None, _) => None,
         };
+        let partition_store = self.checkpoint.partition_store(
+            matches!(source, SourceKind::Kafka(_)),
+            checkpoint_dir.as_deref(),
+        )?;
         Ok(Config {
             dead_letter_file: self.source.dead_letter_file().cloned(),
             source,
@@ -221,6 +229,7 @@ impl RawConfig {
             .path()
             .to_owned(),
             api: self.api.validate()?,
+            partition_store,
             checkpoint_dir,
             checkpoint_every: self.checkpoint.every()?,
             export: self.export.validate()?,

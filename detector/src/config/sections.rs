@@ -94,6 +94,14 @@ pub struct RawCheckpoint {
     pub interval: Option<ConfigDuration>,
     /// Deprecated: `interval` in seconds.
     pub interval_s: Option<f64>,
+    /// With the Kafka source: where each partition's state is checkpointed,
+    /// as a URL (`file:///shared/dir`) or a path. Every instance of the
+    /// consumer group must see the same store for a partition to move warm
+    /// (docs/scaling.md). Default: `dir`.
+    pub store: Option<String>,
+    /// With the Kafka source: partition-aligned state (default true). False
+    /// keeps the instance-wide layout (GPUs sharded by hash, one file).
+    pub partitions: Option<bool>,
 }
 
 /// `forewarn-checkpoints` in the working directory, next to the other
@@ -109,6 +117,24 @@ fn default_checkpoint_interval() -> Duration {
 }
 
 impl RawCheckpoint {
+    /// The partition store's root (see [`Self::store`]): `None` unless the
+    /// source is Kafka with checkpoints and partitions are on.
+    pub fn partition_store(
+        &self,
+        kafka: bool,
+        dir: Option<&std::path::Path>,
+    ) -> Result<Option<PathBuf>, ConfigError> {
+        let Some(dir) = dir.filter(|_| kafka && self.partitions != Some(false)) else {
+            return Ok(None);
+        };
+        match &self.store {
+            None => Ok(Some(dir.to_owned())),
+            Some(url) => crate::checkpoint::partitions::store_root(url)
+                .map(Some)
+                .map_err(|e| err("checkpoint.store", e.to_string())),
+        }
+    }
+
     /// The time between checkpoints.
     pub fn every(&self) -> Result<Duration, ConfigError> {
         let spelled = duration::either(

@@ -304,3 +304,31 @@ fn an_explicit_silences_file_wins_over_the_checkpoint_directory() {
     let c = valid("[checkpoint]\ndir = \"ckpt\"\n");
     assert_eq!(c.silences_file, PathBuf::from("ckpt/silences.json"));
 }
+
+#[test]
+fn kafka_state_is_partition_aligned_in_the_checkpoint_store() {
+    let kafka =
+        "[source]\ntype = \"kafka\"\nbrokers = \"127.0.0.1:9092\"\ntopics = [\"telemetry\"]\n";
+    let c = valid(kafka);
+    assert_eq!(
+        c.partition_store,
+        Some(PathBuf::from("forewarn-checkpoints"))
+    );
+    let c = valid(&format!(
+        "{kafka}[checkpoint]\ndir = \"ckpt\"\nstore = \"file:///mnt/shared/fw\"\n"
+    ));
+    assert_eq!(c.partition_store, Some(PathBuf::from("/mnt/shared/fw")));
+    assert_eq!(c.checkpoint_dir, Some(PathBuf::from("ckpt")));
+    let c = valid(&format!("{kafka}[checkpoint]\npartitions = false\n"));
+    assert_eq!(
+        c.partition_store, None,
+        "the instance-wide layout on request"
+    );
+    let e = invalid(&format!(
+        "{kafka}[checkpoint]\nstore = \"s3://bucket/fw\"\n"
+    ));
+    assert_eq!(e.key, "checkpoint.store");
+    // Files and the simulator never partition their state.
+    let c = valid("[checkpoint]\ndir = \"ckpt\"\n");
+    assert_eq!(c.partition_store, None);
+}

@@ -12,9 +12,10 @@ use alerts::AlertEvent;
 
 use super::alerting::AlertStage;
 use super::handle::{Command, ControlError, ShardOutput};
-use super::parts::{AlertSink, Summary, Written};
+use super::parts::{AlertSink, PartitionWritten, Summary, Written};
 use super::shard::BatchOutput;
-use crate::checkpoint::{Checkpoint, CheckpointStore, Offsets};
+use super::units::UnitSnapshot;
+use crate::checkpoint::{Checkpoint, CheckpointStore, Offsets, PartitionCheckpoint};
 use crate::sources::DeadLetters;
 use crate::state::State;
 
@@ -36,6 +37,8 @@ pub(super) struct AlertThread {
     /// The fleet's robust clock, newest seen: timers run to it at the end
     /// of input (never to the newest sample, which one source can set).
     pub(super) clock_ms: Option<i64>,
+    /// Where partition units are checkpointed (Kafka with a store).
+    pub(super) partitions: Arc<OnceLock<super::run::SharedPartitionStore>>,
 }
 
 impl AlertThread {
@@ -43,6 +46,8 @@ impl AlertThread {
         let mut summary = Summary::default();
         let mut events = Vec::new();
         let mut snaps: Vec<anyhow::Result<Vec<u8>>> = Vec::with_capacity(self.cfg_shards);
+        let mut unit_snaps: Vec<UnitSnapshot> = Vec::new();
+        let mut released: Vec<features::GpuId> = Vec::new();
         'outer: loop {
             let mut request = None;
             let mut batch_round = false;
@@ -57,8 +62,15 @@ impl AlertThread {
                             let _ = req.reply.send(answer);
                         }
                     }
-                    ShardOutput::Snapshot { state, request: r } => {
+                    ShardOutput::Snapshot {
+                        state,
+                        units,
+                        released: gone,
+                        request: r,
+                    } => {
                         snaps.push(state);
+                        unit_snaps.extend(units);
+                        released.extend(gone);
                         if r.is_some() {
                             request = r;
                         }
@@ -74,8 +86,9 @@ impl AlertThread {
             }
             if snaps.len() == self.cfg_shards {
                 let parts = std::mem::take(&mut snaps);
+                let units = std::mem::take(&mut unit_snaps);
                 if let Some(req) = request {
-                    let result = self.write_checkpoint(parts, req.offsets);
+                    let result = self.write_checkpoint(parts, units, req.offsets);
                     // A failed checkpoint (disk full) is retried at the next
                     // barrier; offsets stay uncommitted until one succeeds.
                     match &result {
@@ -91,6 +104,12 @@ impl AlertThread {
                         }
                         None => result.map(|_| ())?,
                     }
+                }
+                // Their alerts stay until the rebalance settles: a partition
+                // assigned straight back keeps them (Command::HandOver).
+                if !released.is_empty() {
+                    tracing::debug!(gpus = released.len(), "units of revoked partitions dropped");
+                    released.clear();
                 }
             }
         }
@@ -109,6 +128,16 @@ impl AlertThread {
     }
 
     fn command(&mut self, command: Command) -> Result<serde_json::Value, ControlError> {
+        if let Command::HandOver(gpus) = command {
+            // Moved, not lost: no alert resolves or fires for them here.
+            self.stage.hand_over(&gpus);
+            self.state.forget(&gpus);
+            tracing::info!(
+                gpus = gpus.len(),
+                "GPUs of partitions now held elsewhere handed over"
+            );
+            return Ok(serde_json::json!({ "handed_over": gpus.len() }));
+        }
         let watermark = self.stage.clock_ms();
         let engine = &mut self.stage.engine;
         let answer = match command {
@@ -118,6 +147,7 @@ impl AlertThread {
                 engine.add_silence(silence);
                 Ok(v)
             }
+            Command::HandOver(_) => Ok(serde_json::Value::Null),
             Command::ExpireSilence(id) => {
                 let now = match watermark {
                     i64::MIN => crate::checkpoint::wall_ms(),
@@ -197,15 +227,80 @@ impl AlertThread {
         Ok(())
     }
 
+    /// Writes each unit's partition checkpoint at its partition's offset.
+    /// A partition whose checkpoint is not written (no offset yet: nothing
+    /// read; or a failed write) is left out of the offsets to commit.
+    fn write_partitions(
+        &self,
+        units: Vec<UnitSnapshot>,
+        offsets: &mut Offsets,
+    ) -> Vec<PartitionWritten> {
+        let mut written = Vec::new();
+        if units.is_empty() {
+            return written;
+        }
+        let Some(store) = self.partitions.get() else {
+            tracing::warn!(
+                units = units.len(),
+                "partition units but no partition store: not checkpointed"
+            );
+            return written;
+        };
+        let Ok(mut store) = store.lock() else {
+            tracing::error!("the partition store's lock is poisoned: partitions not checkpointed");
+            return written;
+        };
+        // The instance checkpoint of this barrier gets this number.
+        let instance_seq = self.store.as_ref().map_or(0, CheckpointStore::next_seq);
+        for u in units {
+            let Some(&offset) = offsets.get(&u.key) else {
+                continue;
+            };
+            let done = u.state.and_then(|shard| {
+                let c = PartitionCheckpoint {
+                    topic: u.key.0.clone(),
+                    partition: u.key.1,
+                    seq: store.next_seq(&u.key)?,
+                    created_ms: crate::checkpoint::wall_ms(),
+                    offset,
+                    gpus: u.gpus,
+                    writer: store.writer().to_owned(),
+                    instance_seq,
+                    shard,
+                };
+                let bytes = store.write(&c)?;
+                Ok(PartitionWritten {
+                    key: u.key.clone(),
+                    seq: c.seq,
+                    offset,
+                    gpus: u.gpus,
+                    bytes,
+                })
+            });
+            match done {
+                Ok(w) => written.push(w),
+                Err(e) => {
+                    tracing::error!(topic = %u.key.0, partition = u.key.1, error = format!("{e:#}"), "partition checkpoint failed; its offset is not committed");
+                    offsets.remove(&u.key);
+                }
+            }
+        }
+        written
+    }
+
     fn write_checkpoint(
         &mut self,
         parts: Vec<anyhow::Result<Vec<u8>>>,
-        offsets: Offsets,
+        units: Vec<UnitSnapshot>,
+        mut offsets: Offsets,
     ) -> anyhow::Result<Written> {
+        let t = Instant::now();
+        // Before the instance file: a restart of this instance (or the
+        // partition's next owner) finds each partition's state there.
+        let partitions = self.write_partitions(units, &mut offsets);
         let Some(store) = &mut self.store else {
             anyhow::bail!("checkpoint requested but no checkpoint directory is configured");
         };
-        let t = Instant::now();
         let shards = parts.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
         let ckpt = Checkpoint {
             seq: store.next_seq(),
@@ -221,7 +316,16 @@ impl AlertThread {
         self.state
             .metrics
             .checkpoint_written(bytes, t.elapsed().as_secs_f64());
-        tracing::debug!(seq, bytes, "checkpoint written");
-        Ok(Written { seq, offsets })
+        tracing::debug!(
+            seq,
+            bytes,
+            partitions = partitions.len(),
+            "checkpoint written"
+        );
+        Ok(Written {
+            seq,
+            offsets,
+            partitions,
+        })
     }
 }

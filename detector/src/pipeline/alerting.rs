@@ -189,6 +189,15 @@ impl AlertStage {
         }
     }
 
+    /// Forgets GPUs whose partition moved to another instance: no event,
+    /// neither resolved nor lost (see `alerts::AlertEngine::hand_over`).
+    pub fn hand_over(&mut self, gpus: &[GpuId]) {
+        for g in gpus {
+            self.watched.remove(g);
+            self.engine.hand_over(alerts::Scope::Gpu, g);
+        }
+    }
+
     /// Takes a shard's rack air reading (see [`super::rack_air`]); judged
     /// at [`AlertStage::flush_racks`].
     pub fn push_rack(&mut self, r: &features::expected::rack::RackReading) {

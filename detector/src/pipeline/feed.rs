@@ -94,6 +94,18 @@ impl Feed {
         self.live = live;
     }
 
+    /// GPUs of a partition unit taken over, at their newest event times:
+    /// admitted as established (they were on their previous owner).
+    pub(super) fn adopt(&mut self, gpus: impl Iterator<Item = (GpuId, i64)>) {
+        self.admission.restore(gpus);
+    }
+
+    /// GPUs of a partition unit given away: forgotten with no eviction
+    /// (their state moved), samples held on probation dropped.
+    pub(super) fn release(&mut self, gpus: &[GpuId]) {
+        self.admission.release(gpus);
+    }
+
     pub(super) fn set_max_gpus(&mut self, max: usize) {
         self.admission.set_max_gpus(max);
     }

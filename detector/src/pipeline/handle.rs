@@ -15,7 +15,7 @@ use features::{GpuId, Sample};
 use models::failure::FailureModel;
 
 use super::parts::Written;
-use crate::checkpoint::Offsets;
+use crate::checkpoint::{Offsets, PartitionKey};
 
 /// What travels to a shard.
 pub(crate) enum ShardMsg {
@@ -32,10 +32,22 @@ pub(crate) enum ShardMsg {
         /// GPUs to forget before the samples (the admission gate's
         /// evictions of this shard's GPUs).
         evict: Vec<GpuId>,
+        /// Samples of partition units this thread runs, by unit id (empty
+        /// without partitions; see [`super::units`]).
+        units: Vec<(u32, Vec<Sample>)>,
     },
-    /// Serialize your state; shard 0 carries the request on.
+    /// Serialize your state (and your units'), then drop the units of the
+    /// `release`d partitions; shard 0 carries the request on.
     Snapshot {
         request: Option<Box<SnapshotRequest>>,
+        release: Arc<[PartitionKey]>,
+    },
+    /// Run this partition's unit from the next batch on (restored from its
+    /// checkpoint, or fresh); produces no output.
+    Adopt {
+        id: u32,
+        key: PartitionKey,
+        shard: Box<super::shard::Shard>,
     },
     /// A command for the alert thread; shard 0 carries it on, in order
     /// with the data.
@@ -56,6 +68,11 @@ pub(crate) enum ShardOutput {
     /// the checkpoint request too.
     Snapshot {
         state: anyhow::Result<Vec<u8>>,
+        /// The thread's partition units, serialized.
+        units: Vec<super::units::UnitSnapshot>,
+        /// GPUs of the units released after the snapshot (moved, not
+        /// lost: forgotten without an alert).
+        released: Vec<GpuId>,
         request: Option<Box<SnapshotRequest>>,
     },
     /// A control round (no data): shard 0's output carries the command.
@@ -73,6 +90,10 @@ pub(crate) type Inputs = Vec<SyncSender<ShardMsg>>;
 pub enum Command {
     AddSilence(alerts::Silence),
     ExpireSilence(String),
+    /// GPUs whose Kafka partition went to another instance: forgotten by
+    /// the alert stage and the risk table without an event (the source
+    /// sends it once a rebalance has settled; see `Pipeline::settle_released`).
+    HandOver(Vec<GpuId>),
 }
 
 /// Why a command got no answer, or a refusal.
@@ -131,13 +152,26 @@ impl PipelineHandle {
     /// Asks for a checkpoint reflecting everything sent so far; the result
     /// arrives on the returned channel once the file is durable.
     pub fn request(&self, offsets: Offsets) -> anyhow::Result<Receiver<anyhow::Result<Written>>> {
+        self.request_release(offsets, Vec::new())
+    }
+
+    /// As [`Self::request`]; after the snapshot the units of `release`
+    /// (partitions revoked) are dropped, their GPUs forgotten without an
+    /// alert, once their checkpoints are written.
+    pub fn request_release(
+        &self,
+        offsets: Offsets,
+        release: Vec<PartitionKey>,
+    ) -> anyhow::Result<Receiver<anyhow::Result<Written>>> {
         let (tx, rx) = std::sync::mpsc::channel();
         let mut req = Some(Box::new(SnapshotRequest {
             offsets,
             reply: Some(tx),
         }));
+        let release: Arc<[PartitionKey]> = release.into();
         let sent = self.broadcast(|_| ShardMsg::Snapshot {
             request: req.take(),
+            release: release.clone(),
         });
         anyhow::ensure!(sent, "a shard stopped");
         Ok(rx)
@@ -167,9 +201,42 @@ impl PipelineHandle {
 
     /// Requests a checkpoint and waits for it.
     pub fn checkpoint_now(&self, offsets: Offsets) -> anyhow::Result<Written> {
-        self.request(offsets)?
+        self.checkpoint_release(offsets, Vec::new())
+    }
+
+    /// Requests a checkpoint that releases the units of `release`, and
+    /// waits for it.
+    pub fn checkpoint_release(
+        &self,
+        offsets: Offsets,
+        release: Vec<PartitionKey>,
+    ) -> anyhow::Result<Written> {
+        self.request_release(offsets, release)?
             .recv()
             .map_err(|_| anyhow::anyhow!("the alert thread stopped before the checkpoint"))?
+    }
+
+    /// Sends a unit to shard thread `thread` (the source's side keeps the
+    /// routing; see `Pipeline::adopt`).
+    pub(crate) fn adopt(
+        &self,
+        thread: usize,
+        id: u32,
+        key: PartitionKey,
+        shard: super::shard::Shard,
+    ) -> anyhow::Result<()> {
+        let Some(inputs) = self.inputs.upgrade() else {
+            anyhow::bail!("the pipeline stopped");
+        };
+        let tx = inputs
+            .get(thread)
+            .ok_or_else(|| anyhow::anyhow!("no shard thread {thread}"))?;
+        tx.send(ShardMsg::Adopt {
+            id,
+            key,
+            shard: Box::new(shard),
+        })
+        .map_err(|_| anyhow::anyhow!("a shard stopped"))
     }
 }
 

@@ -37,7 +37,10 @@ pub mod shard;
 mod tests;
 #[cfg(test)]
 mod time_props;
+#[cfg(test)]
+mod unit_tests;
+pub mod units;
 
 pub use handle::{Command, ControlError, PipelineHandle};
-pub use parts::{AlertSink, MAX_ROUND_SPAN_MS, PipelineConfig, Summary, Written};
+pub use parts::{AlertSink, MAX_ROUND_SPAN_MS, PartitionWritten, PipelineConfig, Summary, Written};
 pub use run::Pipeline;

@@ -35,6 +35,18 @@ pub struct PipelineConfig {
 }
 
 impl PipelineConfig {
+    /// A fresh unit for partition `key` (see [`super::units`]): seeded by
+    /// the partition, so whoever starts it draws the same numbers.
+    pub fn new_unit(&self, key: &crate::checkpoint::PartitionKey) -> anyhow::Result<Shard> {
+        let mut shard = Shard::new(
+            0,
+            self.features.clone(),
+            super::units::unit_seed(self.seed, key),
+        )?;
+        shard.set_failure_model(self.failure_model.clone());
+        Ok(shard)
+    }
+
     /// Fresh shards for a run with no checkpoint.
     pub fn new_shards(&self) -> anyhow::Result<Vec<Shard>> {
         (0..self.shards.max(1))
@@ -65,6 +77,19 @@ pub struct Summary {
 pub struct Written {
     pub seq: u64,
     pub offsets: Offsets,
+    /// Partition checkpoints written with it (units of the Kafka source).
+    pub partitions: Vec<PartitionWritten>,
+}
+
+/// One partition checkpoint written at a barrier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionWritten {
+    pub key: crate::checkpoint::PartitionKey,
+    pub seq: u64,
+    /// Next offset it reflects.
+    pub offset: i64,
+    pub gpus: u64,
+    pub bytes: u64,
 }
 
 /// Most event time one round of shard batches spans (see

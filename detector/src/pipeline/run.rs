@@ -23,7 +23,8 @@ use super::feed::{Feed, Round};
 use super::handle::{Inputs, PipelineHandle, ShardMsg, ShardOutput};
 use super::parts::{AlertSink, Summary};
 use super::shard::{BatchOutput, Shard, shard_of};
-use crate::checkpoint::CheckpointStore;
+use super::units::{Routing, Units};
+use crate::checkpoint::{CheckpointStore, PartitionKey, PartitionStore};
 use crate::sources::DeadLetters;
 use crate::state::State;
 
@@ -38,7 +39,7 @@ const ALERT_STAGE: &str = "alert_stage";
 /// A running pipeline.
 pub struct Pipeline {
     inputs: Arc<Inputs>,
-    shards: Vec<JoinHandle<Shard>>,
+    shards: Vec<JoinHandle<(Shard, Units)>>,
     alert: JoinHandle<anyhow::Result<Summary>>,
     /// Batches sent and not yet through the alert thread.
     inflight: Arc<AtomicUsize>,
@@ -47,18 +48,33 @@ pub struct Pipeline {
     /// Where refused samples go (shared with the feed and the alert
     /// thread, which dead-letters what the feature engine rejects).
     dead: Arc<OnceLock<DeadLetters>>,
+    /// Partition units: which GPU goes to which (empty without them).
+    routing: Routing,
+    /// Where the alert thread writes partition checkpoints.
+    partition_store: Arc<OnceLock<SharedPartitionStore>>,
+    /// Partitions released whose GPUs the alert stage still knows, until
+    /// the rebalance settles ([`Pipeline::settle_released`]).
+    pending: Vec<PartitionKey>,
 }
 
+mod partitioned;
+
+/// The partition checkpoint store, shared by the source (claims, restores,
+/// releases) and the alert thread (writes).
+pub type SharedPartitionStore = Arc<std::sync::Mutex<PartitionStore>>;
+
 /// One shard thread: runs messages until its input closes, then hands the
-/// shard back.
+/// shard (and its partition units) back.
 fn shard_loop(
     mut shard: Shard,
     rx: Receiver<ShardMsg>,
     otx: SyncSender<ShardOutput>,
     st: State,
-) -> Shard {
+) -> (Shard, Units) {
     crate::priority::apply_to_current_thread();
     let name = format!("shard-{}", shard.id);
+    // Partition units this thread runs (Kafka with a checkpoint store).
+    let mut units = Units::default();
     let _guard = crate::health::PanicGuard {
         health: &st.health,
         name: name.clone(),
@@ -71,31 +87,43 @@ fn shard_loop(
                 horizon_ms,
                 clock_ms,
                 evict,
+                units: parts,
             } => {
                 crate::faults::maybe_panic(&name);
                 let t = Instant::now();
                 let mut out = BatchOutput::default();
                 for gpu in evict {
                     shard.evict(&gpu);
+                    units.evict(&gpu);
                     out.evicted.push(gpu);
                 }
                 shard.set_silence_horizon(horizon_ms);
                 shard.process(&samples, &mut out);
                 super::buffers::give(samples);
+                if !parts.is_empty() {
+                    units.process(parts, horizon_ms, &mut out, &mut shard);
+                }
                 out.origin_ms = origin_ms;
                 out.horizon_ms = horizon_ms;
                 out.clock_ms = clock_ms;
                 st.metrics.shard_latency.observe(t.elapsed().as_secs_f64());
                 ShardOutput::Batch(out)
             }
-            ShardMsg::Snapshot { request } => ShardOutput::Snapshot {
+            ShardMsg::Snapshot { request, release } => ShardOutput::Snapshot {
                 state: shard.snapshot(),
+                units: units.snapshot(),
+                released: units.release(&release),
                 request,
             },
+            ShardMsg::Adopt { id, key, shard: s } => {
+                units.adopt(id, key, *s);
+                continue;
+            }
             ShardMsg::Control { request } => ShardOutput::Control { request },
             ShardMsg::Model { model } => {
                 // Every shard skips its output alike, so the alert
                 // thread's rounds stay aligned.
+                units.set_failure_model(model.clone());
                 shard.set_failure_model(model);
                 continue;
             }
@@ -104,7 +132,7 @@ fn shard_loop(
             break;
         }
     }
-    shard
+    (shard, units)
 }
 
 impl Pipeline {
@@ -172,7 +200,9 @@ impl Pipeline {
                 .health
                 .register(super::alert_thread::CHECKPOINTER, false);
         }
+        let partition_store = Arc::new(OnceLock::new());
         let thread = AlertThread {
+            partitions: partition_store.clone(),
             dead: dead.clone(),
             clock_ms: None,
             export: alert_export,
@@ -208,6 +238,9 @@ impl Pipeline {
             inflight,
             feed,
             dead,
+            routing: Routing::default(),
+            partition_store,
+            pending: Vec::new(),
         })
     }
 
@@ -275,6 +308,9 @@ impl Pipeline {
             clock_ms,
             evict: evicted,
         } = round;
+        if !self.routing.is_empty() {
+            return self.send_partitioned(batch, origin_ms, horizon_ms, clock_ms, evicted);
+        }
         let n = self.inputs.len();
         let mut evict: Vec<Vec<GpuId>> = vec![Vec::new(); n];
         for gpu in evicted {
@@ -300,6 +336,7 @@ impl Pipeline {
                 horizon_ms,
                 clock_ms,
                 evict,
+                units: Vec::new(),
             })
             .map_err(|_| anyhow::anyhow!("a shard stopped"))?;
         }
@@ -315,11 +352,14 @@ impl Pipeline {
         // handle's send in progress (if any) is queued.
         drop(self.inputs);
         let mut shards = Vec::new();
+        let (mut unit_gpus, mut unit_bytes) = (0u64, 0u64);
         for h in self.shards {
-            shards.push(
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("a shard thread panicked"))?,
-            );
+            let (shard, units) = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("a shard thread panicked"))?;
+            unit_gpus += units.gpu_count() as u64;
+            unit_bytes += units.heap_bytes() as u64;
+            shards.push(shard);
         }
         let mut summary = self
             .alert
@@ -327,8 +367,9 @@ impl Pipeline {
             .map_err(|_| anyhow::anyhow!("the alert thread panicked"))??;
         summary.samples = self.feed.samples;
         summary.rejected += self.feed.refused;
-        summary.gpus = shards.iter().map(|s| s.gpu_count() as u64).sum();
-        summary.state_bytes = shards.iter().map(|s| s.heap_bytes() as u64).sum();
+        summary.gpus = shards.iter().map(|s| s.gpu_count() as u64).sum::<u64>() + unit_gpus;
+        summary.state_bytes =
+            shards.iter().map(|s| s.heap_bytes() as u64).sum::<u64>() + unit_bytes;
         Ok((summary, shards))
     }
 }

@@ -182,8 +182,10 @@ impl Shard {
             + self.topo.len() * 64
     }
 
-    /// Processes a batch (in event-time order per GPU).
+    /// Processes a batch (in event-time order per GPU), appending to `out`
+    /// (which partition units of one thread share).
     pub fn process(&mut self, batch: &[Sample], out: &mut BatchOutput) {
+        let first = out.assessments.len();
         for s in batch {
             self.rows.clear();
             self.events.clear();
@@ -237,7 +239,7 @@ impl Shard {
             self.host_seen.retain(|h, _| live.contains(&**h));
         }
         if let Some(x) = &mut self.export {
-            for a in &out.assessments {
+            for a in &out.assessments[first..] {
                 x.assessment(a);
             }
         }
@@ -246,6 +248,12 @@ impl Shard {
     /// Writes this shard's feature rows and scores to Parquet from now on.
     pub fn set_export(&mut self, export: Option<crate::export::ShardExports>) {
         self.export = export;
+    }
+
+    /// Takes this shard's Parquet writers (a partition unit borrows its
+    /// thread's while it processes a batch).
+    pub fn take_export(&mut self) -> Option<crate::export::ShardExports> {
+        self.export.take()
     }
 
     fn on_event(&mut self, ev: FeatureEvent, hard_xid: &mut Option<u32>, out: &mut BatchOutput) {

@@ -215,3 +215,36 @@ fn one_batch_spanning_hours_of_history_is_judged_as_it_goes() {
     assert_eq!(out.samples.len(), 64 * 64);
     assert_eq!(adm.clock_ms(), Some(T0 + 63 * 60_000));
 }
+
+#[test]
+fn released_gpus_leave_without_an_eviction_and_come_back_established() {
+    let mut adm = Admission::new(AdmissionConfig::default());
+    run_fleet(&mut adm, 4, 5);
+    // A fifth GPU still on probation: its held sample goes with it.
+    let out = adm.admit(vec![Sample::new("GPU-new", T0 + 5 * STEP)], None);
+    assert!(out.samples.is_empty(), "held on probation");
+    assert_eq!(adm.gpu_count(), 5);
+    let gone: Vec<GpuId> = ["GPU-0001", "GPU-new", "GPU-none"]
+        .into_iter()
+        .map(GpuId::from)
+        .collect();
+    assert_eq!(adm.release(&gone), 2, "two were tracked");
+    assert_eq!(adm.gpu_count(), 3);
+    // Nothing is reported for them later, however long they stay away.
+    for t in 6..200 {
+        let out = adm.admit(tick(1, T0 + t * STEP), None);
+        assert!(
+            out.evicted.iter().all(|(g, _)| &**g != "GPU-0001")
+                && out.unconfirmed.iter().all(|(s, _)| &*s.gpu != "GPU-new"),
+            "tick {t}"
+        );
+    }
+    // Taken back (a partition assigned again): established at once, once.
+    let mut adm = Admission::new(AdmissionConfig::default());
+    run_fleet(&mut adm, 4, 5);
+    adm.restore([(GpuId::from("GPU-0001"), T0 + 4 * STEP)]);
+    adm.restore([(GpuId::from("GPU-0001"), T0 + 4 * STEP)]);
+    assert_eq!(adm.established, 4, "restoring a tracked GPU counts it once");
+    let out = adm.admit(vec![Sample::new("GPU-0001", T0 + 5 * STEP)], None);
+    assert_eq!(out.samples.len(), 1, "no probation");
+}

@@ -150,8 +150,15 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         outbox: sys.outbox.clone(),
         receivers: receivers.clone().into(),
     };
+    let unit_settings = crate::pipeline::PipelineConfig {
+        shards: cfg.shards,
+        features: cfg.features.clone(),
+        seed: cfg.seed,
+        failure_model: model.clone(),
+    };
     let start = restore_or_new(&cfg, &sys, model)?;
     let resume = start.resume;
+    let restored_seq = start.restored_seq;
     state.set_silences(start.stage.engine.silences().to_vec());
     if let Ok(mut rules) = state.inhibit_rules.write() {
         *rules = cfg.alerts.engine.inhibit_rules.clone();
@@ -166,6 +173,25 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         cfg.export.as_ref(),
     )?;
     pipeline.set_max_gpus(cfg.max_gpus);
+    // Partition-aligned state (Kafka with checkpoints): docs/scaling.md.
+    let units = match &cfg.partition_store {
+        Some(root) => {
+            let writer = crate::checkpoint::partitions::instance_id(
+                cfg.checkpoint_dir.as_deref().unwrap_or(root),
+            );
+            let store = Arc::new(std::sync::Mutex::new(
+                crate::checkpoint::PartitionStore::open(root)?.with_writer(writer),
+            ));
+            pipeline.set_partition_store(store.clone());
+            tracing::info!(store = %root.display(), "partition-aligned state: each Kafka partition's state is checkpointed and restored on its own");
+            Some(kafka::PartitionUnits::new(
+                store,
+                unit_settings,
+                restored_seq,
+            ))
+        }
+        None => None,
+    };
     // Kafka is live telemetry: nothing may be ahead of the wall clock. The
     // simulator runs ahead of it on purpose (--speed), files are history.
     pipeline.set_live(matches!(
@@ -221,17 +247,26 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
                     name: SOURCE.to_owned(),
                 };
                 let mut dead = dead;
-                let result = run_source(&cfg, resume, &state, &sd, &mut dead, &mut pipeline, rx)
-                    .and_then(|()| {
-                        let (summary, _) = pipeline.finish()?;
-                        tracing::info!(
-                            samples = summary.samples,
-                            gpus = summary.gpus,
-                            alert_events = summary.alert_events,
-                            "source finished"
-                        );
-                        Ok(())
-                    });
+                let result = run_source(
+                    &cfg,
+                    resume,
+                    units,
+                    &state,
+                    &sd,
+                    &mut dead,
+                    &mut pipeline,
+                    rx,
+                )
+                .and_then(|()| {
+                    let (summary, _) = pipeline.finish()?;
+                    tracing::info!(
+                        samples = summary.samples,
+                        gpus = summary.gpus,
+                        alert_events = summary.alert_events,
+                        "source finished"
+                    );
+                    Ok(())
+                });
                 if let Err(e) = &result {
                     // The supervisor sees this and stops the service.
                     state.health.down(SOURCE, format!("{e:#}"));
@@ -299,9 +334,11 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_source(
     cfg: &Config,
     resume: Offsets,
+    units: Option<kafka::PartitionUnits>,
     state: &State,
     shutdown: &CancellationToken,
     dead: &mut DeadLetters,
@@ -341,6 +378,7 @@ fn run_source(
                 .map(|_| kafka::CheckpointPolicy {
                     every: cfg.checkpoint_every,
                     resume,
+                    units,
                 });
             kafka::run(k, policy, state, shutdown, dead, pipeline)?;
         }

@@ -55,6 +55,8 @@ pub(super) struct Start {
     pub(super) router: AlertRouter,
     pub(super) store: Option<CheckpointStore>,
     pub(super) resume: Offsets,
+    /// The instance checkpoint restored (its seq), if any.
+    pub(super) restored_seq: Option<u64>,
 }
 
 /// A checkpoint restored whole: the file's contents and its parts, rebuilt.
@@ -205,6 +207,7 @@ pub(super) fn restore_or_new(
                 router,
                 store,
                 resume: ckpt.offsets,
+                restored_seq: Some(ckpt.seq),
             }
         }
         None => Start {
@@ -213,8 +216,25 @@ pub(super) fn restore_or_new(
             router: fresh_router(cfg, sys),
             store,
             resume: Offsets::new(),
+            restored_seq: None,
         },
     };
+    if cfg.partition_store.is_some() {
+        // Partition-aligned state: each partition resumes at its own
+        // checkpoint's offset when assigned (docs/scaling.md).
+        start.resume = Offsets::new();
+        let gpus: usize = start.shards.iter().map(Shard::gpu_count).sum();
+        if gpus > 0 {
+            // Written with `checkpoint.partitions = false` (or before
+            // partitions existed): no sample would reach these shards
+            // again, so their GPUs start over in their partitions' units.
+            tracing::warn!(
+                gpus,
+                "the checkpoint holds GPU state outside partition units (instance-wide layout): it starts cold once, in each partition's unit"
+            );
+            start.shards = pcfg.new_shards()?;
+        }
+    }
     let file = SilenceFile::new(cfg.silences_file.clone());
     let done = file.apply(
         &mut start.stage.engine,

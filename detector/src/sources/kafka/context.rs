@@ -46,6 +46,16 @@ pub(super) struct Shared {
     pub(super) commit_errors: AtomicU64,
     /// Whether the brokers answer (from statistics and connection errors).
     pub(super) reach: Mutex<Reachability>,
+    /// Partition-aligned state: partitions assigned whose units the loop
+    /// must restore, and partitions released at a revoke whose units the
+    /// loop must drop from its routing (see [`super::units`]).
+    pub(super) units: bool,
+    pub(super) to_adopt: Mutex<Vec<(String, i32)>>,
+    /// An assignment came (maybe empty): the rebalance has settled.
+    pub(super) assign_seen: AtomicBool,
+    pub(super) released: Mutex<Vec<(String, i32)>>,
+    /// The partition store (its locks are released at a revoke).
+    pub(super) store: Option<crate::pipeline::run::SharedPartitionStore>,
 }
 
 /// A caught-up partition with no message for this long no longer holds
@@ -67,7 +77,19 @@ impl Shared {
             commits: AtomicU64::new(0),
             commit_errors: AtomicU64::new(0),
             reach: Mutex::new(Reachability::default()),
+            units: false,
+            to_adopt: Mutex::new(Vec::new()),
+            assign_seen: AtomicBool::new(false),
+            released: Mutex::new(Vec::new()),
+            store: None,
         }
+    }
+
+    /// With partition-aligned state over `store`.
+    pub(super) fn with_units(mut self, store: crate::pipeline::run::SharedPartitionStore) -> Self {
+        self.units = true;
+        self.store = Some(store);
+        self
     }
 
     /// Next offset per partition of everything handed to the pipeline.
@@ -278,12 +300,22 @@ impl ConsumerContext for Ctx {
                         }
                     }
                 }
+                if self.shared.units
+                    && let Ok(mut t) = self.shared.to_adopt.lock()
+                {
+                    t.extend(parts.iter().cloned());
+                    self.shared.assign_seen.store(true, Ordering::Relaxed);
+                }
                 if let Ok(mut a) = self.shared.assigned.lock() {
                     *a = parts;
                 }
             }
             return;
         };
+        if self.shared.units {
+            super::units::revoke(self, consumer, tpl);
+            return;
+        }
         if let Ok(mut a) = self.shared.assigned.lock() {
             a.clear();
         }

@@ -44,16 +44,20 @@ mod consumer;
 mod context;
 pub(crate) mod health;
 mod lag;
+#[cfg(test)]
+mod mock_tests;
 mod pacing;
 pub mod preflight;
 pub mod produce;
 pub mod secrets;
 mod settings;
+mod units;
 
 pub(crate) use consumer::{Record, decode_record};
 pub use preflight::{PreflightError, preflight};
 pub use secrets::SecretRef;
 pub use settings::{CheckpointPolicy, KafkaSettings, client_config};
+pub use units::PartitionUnits;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -105,6 +109,8 @@ struct Source<'a> {
     /// Something was handed over since the last checkpoint.
     dirty: bool,
     total: u64,
+    /// Partition-aligned state (see [`units`]).
+    units: Option<PartitionUnits>,
 }
 
 /// Consumes until `stop` is cancelled. Returns samples handed to the
@@ -129,7 +135,7 @@ pub fn run(
         }
         src.apply_backpressure(&consumer, full)?;
         let polled = consumer.poll(Duration::from_millis(if src.paused { 5 } else { 20 }));
-        src.after_rebalance();
+        src.after_rebalance()?;
         match polled {
             // A skipped or sought-past message ends this round.
             Some(Ok(m)) if !src.take(&consumer, &m)? => continue,
@@ -174,10 +180,13 @@ impl<'a> Source<'a> {
             .as_ref()
             .map(|p| p.resume.clone())
             .unwrap_or_default();
-        let shared = Arc::new(Shared::new(
-            resume.clone(),
-            policy.as_ref().map(|_| pipeline.handle()),
-        ));
+        let every = policy.as_ref().map(|p| p.every);
+        let units = policy.and_then(|p| p.units);
+        let mut shared = Shared::new(resume.clone(), every.map(|_| pipeline.handle()));
+        if let Some(u) = &units {
+            shared = shared.with_units(u.store.clone());
+        }
+        let shared = Arc::new(shared);
         let consumer: BaseConsumer<Ctx> = client_config(settings)
             .create_with_context(Ctx {
                 shared: shared.clone(),
@@ -200,11 +209,12 @@ impl<'a> Source<'a> {
             batch: Batch::default(),
             paused: false,
             full_since: None,
-            every: policy.as_ref().map(|p| p.every),
+            every,
             pending_commit: None,
             last_ckpt: Instant::now(),
             dirty: false,
             total: 0,
+            units,
         };
         Ok((src, consumer))
     }
@@ -260,14 +270,47 @@ impl<'a> Source<'a> {
         Ok(())
     }
 
-    /// Applies what the rebalance callbacks asked during the poll.
-    fn after_rebalance(&mut self) {
+    /// Applies what the rebalance callbacks asked during the poll: drops
+    /// the batch in hand at a revoke; with partition units, drops the
+    /// released units from the routing and restores the assigned ones.
+    fn after_rebalance(&mut self) -> anyhow::Result<()> {
         if self.shared.drop_batch.swap(false, Ordering::Relaxed) {
             self.batch.drop_all();
+        }
+        if let Some(u) = &self.units {
+            let released = self
+                .shared
+                .released
+                .lock()
+                .map(|mut r| std::mem::take(&mut *r))
+                .unwrap_or_default();
+            let adopt = self
+                .shared
+                .to_adopt
+                .lock()
+                .map(|mut r| std::mem::take(&mut *r))
+                .unwrap_or_default();
+            if !released.is_empty() {
+                self.pipeline.release_units(&released);
+            }
+            if !adopt.is_empty() {
+                let (resume, _) = u.adopt(&adopt, self.pipeline)?;
+                if let Ok(mut sent) = self.shared.sent.lock() {
+                    sent.extend(resume.iter().map(|(k, o)| (k.clone(), *o)));
+                }
+                self.resume.reseek(resume);
+            }
+            if self.shared.assign_seen.swap(false, Ordering::Relaxed) {
+                self.pipeline.settle_released()?;
+            }
+            if !released.is_empty() || !adopt.is_empty() {
+                self.state.set_partitions(self.pipeline.partitions());
+            }
         }
         if let Ok(mut r) = self.shared.reseek.lock() {
             self.resume.reseek(std::mem::take(&mut *r));
         }
+        Ok(())
     }
 
     /// One message into the batch. False when it was skipped or sought
@@ -304,6 +347,18 @@ impl<'a> Source<'a> {
             self.dead,
             self.dlq.as_ref(),
         );
+        if self.units.is_some() {
+            let id = self.pipeline.partition_id(&key);
+            if !self.pipeline.is_adopted(id) {
+                // A message of a partition revoked in this poll (or not
+                // taken over yet): its owner reads it from the checkpoint.
+                tracing::debug!(topic = %key.0, partition = key.1, offset = m.offset(), "message of a partition not held: skipped");
+                return Ok(false);
+            }
+            for s in samples.iter() {
+                self.pipeline.note_partition(&s.gpu, id);
+            }
+        }
         self.batch
             .add(key, m.offset() + 1, rec.timestamp_ms, samples);
         Ok(true)
@@ -376,18 +431,26 @@ impl<'a> Source<'a> {
     }
 
     /// A clean stop hands over the batch, then checkpoints and commits
-    /// everything handed over.
+    /// everything handed over. With partition units it first leaves the
+    /// group: the revoke checkpoints every unit, commits and releases the
+    /// partitions, so their next owner takes them warm at once.
     fn stop(mut self, consumer: &BaseConsumer<Ctx>) -> anyhow::Result<u64> {
-        let shared = &self.shared;
         if !self.batch.samples.is_empty() {
             let b = self.batch.take_samples();
             self.total += b.len() as u64;
             self.pipeline
-                .send_from(b, self.batch.origin, shared.horizon())?;
-            if let Ok(mut sent) = shared.sent.lock() {
+                .send_from(b, self.batch.origin, self.shared.horizon())?;
+            if let Ok(mut sent) = self.shared.sent.lock() {
                 sent.append(&mut self.batch.offsets);
             }
         }
+        if self.units.is_some() {
+            units::leave_group(consumer, &self.shared);
+            self.after_rebalance()?;
+            // No assignment follows a leave: everything released goes.
+            self.pipeline.settle_released()?;
+        }
+        let shared = &self.shared;
         if let Some(cp) = &shared.checkpointer {
             let offsets = shared.sent_offsets();
             let w = cp.checkpoint_now(offsets)?;

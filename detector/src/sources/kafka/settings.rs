@@ -50,6 +50,9 @@ pub struct CheckpointPolicy {
     pub every: Duration,
     /// Next offset per partition of the restored checkpoint.
     pub resume: Offsets,
+    /// Partition-aligned state: each partition's unit is restored on
+    /// assign and handed over on revoke (docs/scaling.md).
+    pub units: Option<super::units::PartitionUnits>,
 }
 
 /// Consumer options: ours first, then the operator's (which win).
