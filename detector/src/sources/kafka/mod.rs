@@ -43,6 +43,7 @@
 mod consumer;
 mod context;
 pub(crate) mod health;
+mod keying;
 mod lag;
 #[cfg(test)]
 mod mock_tests;
@@ -98,6 +99,8 @@ struct Source<'a> {
     shared: Arc<Shared>,
     dlq: Option<DeadLetterTopic>,
     decoder: Decoder,
+    /// Whether the topic is keyed so that racks stay together.
+    keys: keying::KeyCheck,
     resume: Resume,
     batch: Batch,
     paused: bool,
@@ -205,6 +208,7 @@ impl<'a> Source<'a> {
             shared,
             dlq,
             decoder: Decoder::default(),
+            keys: keying::KeyCheck::default(),
             resume: Resume::new(&resume),
             batch: Batch::default(),
             paused: false,
@@ -347,6 +351,7 @@ impl<'a> Source<'a> {
             self.dead,
             self.dlq.as_ref(),
         );
+        keying::report(self.keys.observe(rec.key, &samples), rec.topic);
         if self.units.is_some() {
             let id = self.pipeline.partition_id(&key);
             if !self.pipeline.is_adopted(id) {
