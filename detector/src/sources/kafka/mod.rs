@@ -351,7 +351,7 @@ impl<'a> Source<'a> {
             self.dead,
             self.dlq.as_ref(),
         );
-        keying::report(self.keys.observe(rec.key, &samples), rec.topic);
+        keying::report(self.keys.observe(rec.key, samples), rec.topic);
         if self.units.is_some() {
             let id = self.pipeline.partition_id(&key);
             if !self.pipeline.is_adopted(id) {
