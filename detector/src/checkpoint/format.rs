@@ -91,10 +91,16 @@ impl<'de> Deserialize<'de> for ByteBuf {
 
 /// The file's bytes for `ckpt`.
 pub fn encode(ckpt: &Checkpoint) -> anyhow::Result<Vec<u8>> {
-    let what = format!("checkpoint {}", ckpt.seq);
-    let payload = to_cbor(ckpt, &what)?;
+    seal(ckpt, VERSION, &format!("checkpoint {}", ckpt.seq))
+}
+
+/// `value` as CBOR in a versioned envelope with the payload's CRC-32: the
+/// layout of every checkpoint file (the instance's and each partition's).
+/// `what` names it in errors.
+pub(super) fn seal<T: Serialize>(value: &T, version: u32, what: &str) -> anyhow::Result<Vec<u8>> {
+    let payload = to_cbor(value, what)?;
     let env = EnvelopeRef {
-        version: VERSION,
+        version,
         crc32: crc32fast::hash(&payload),
         payload: Bytes(&payload),
     };

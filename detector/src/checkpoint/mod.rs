@@ -175,20 +175,8 @@ impl CheckpointStore {
 
     /// Writes `ckpt` atomically; returns its size in bytes.
     pub fn write(&mut self, ckpt: &Checkpoint) -> anyhow::Result<u64> {
-        let path = self.dir.join(format!("checkpoint-{:010}.cbor", ckpt.seq));
-        let tmp = path.with_extension("cbor.tmp");
         let bytes = format::encode(ckpt)?;
-        {
-            let mut f =
-                File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-            f.write_all(&bytes)
-                .and_then(|()| f.sync_all())
-                .with_context(|| format!("writing {}", tmp.display()))?;
-        }
-        fs::rename(&tmp, &path).with_context(|| format!("renaming {}", tmp.display()))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .with_context(|| format!("syncing {}", self.dir.display()))?;
+        write_atomic(&self.dir, ckpt.seq, &bytes)?;
         self.next_seq = ckpt.seq + 1;
         let all = self.list()?;
         if all.len() > KEEP {
@@ -210,6 +198,24 @@ impl CheckpointStore {
         }
         Ok(None)
     }
+}
+
+/// Writes `bytes` as `dir/checkpoint-<seq>.cbor` so that a reader sees
+/// the whole file or none: a `.tmp` file, fsynced, renamed, then the
+/// directory fsynced.
+pub(crate) fn write_atomic(dir: &Path, seq: u64, bytes: &[u8]) -> anyhow::Result<()> {
+    let path = dir.join(format!("checkpoint-{seq:010}.cbor"));
+    let tmp = path.with_extension("cbor.tmp");
+    {
+        let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        f.write_all(bytes)
+            .and_then(|()| f.sync_all())
+            .with_context(|| format!("writing {}", tmp.display()))?;
+    }
+    fs::rename(&tmp, &path).with_context(|| format!("renaming {}", tmp.display()))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))
 }
 
 /// The checkpoint in the file at `path`, its checksum verified; errors

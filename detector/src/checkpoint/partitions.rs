@@ -21,15 +21,14 @@
 //! stores (`s3://`) are not implemented yet and are refused by name.
 
 use std::collections::HashMap;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::format::{ByteBuf, Bytes};
-use super::{KEEP, from_cbor, to_cbor};
+use super::{KEEP, from_cbor};
 
 /// A topic and partition.
 pub type PartitionKey = (String, i32);
@@ -80,13 +79,6 @@ mod bytes {
     }
 }
 
-#[derive(Serialize)]
-struct EnvelopeRef<'a> {
-    version: u32,
-    crc32: u32,
-    payload: Bytes<'a>,
-}
-
 #[derive(Deserialize)]
 struct Envelope {
     version: u32,
@@ -97,16 +89,7 @@ struct Envelope {
 /// The file's bytes for `c`.
 pub fn encode(c: &PartitionCheckpoint) -> anyhow::Result<Vec<u8>> {
     let what = format!("partition {}-{} checkpoint {}", c.topic, c.partition, c.seq);
-    let payload = to_cbor(c, &what)?;
-    let env = EnvelopeRef {
-        version: PARTITION_VERSION,
-        crc32: crc32fast::hash(&payload),
-        payload: Bytes(&payload),
-    };
-    let mut out = Vec::with_capacity(payload.len() + 64);
-    ciborium::into_writer(&env, &mut out)
-        .map_err(|e| anyhow::anyhow!("serializing {what}: {e}"))?;
-    Ok(out)
+    super::format::seal(c, PARTITION_VERSION, &what)
 }
 
 /// The partition checkpoint in `bytes`, read from `path` (named in errors).
@@ -347,20 +330,8 @@ impl PartitionStore {
         let key = (c.topic.clone(), c.partition);
         self.claim(&key)?;
         let dir = self.dir_of(&key);
-        let path = dir.join(format!("checkpoint-{:010}.cbor", c.seq));
-        let tmp = path.with_extension("cbor.tmp");
         let bytes = encode(c)?;
-        {
-            let mut f =
-                File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-            f.write_all(&bytes)
-                .and_then(|()| f.sync_all())
-                .with_context(|| format!("writing {}", tmp.display()))?;
-        }
-        fs::rename(&tmp, &path).with_context(|| format!("renaming {}", tmp.display()))?;
-        File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .with_context(|| format!("syncing {}", dir.display()))?;
+        super::write_atomic(&dir, c.seq, &bytes)?;
         let all = self.newest_first(&key)?;
         for (_, old) in all.iter().skip(KEEP) {
             let _ = fs::remove_file(old);
