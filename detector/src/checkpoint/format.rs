@@ -51,10 +51,29 @@ struct EnvelopeRef<'a> {
     payload: Bytes<'a>,
 }
 
+/// A sealed file read back (see [`seal`]): its format version, the
+/// payload's CRC-32 and the payload.
 #[derive(Deserialize)]
-struct Envelope {
+pub(super) struct Envelope {
+    #[serde(default)]
+    pub(super) version: u32,
     crc32: u32,
     payload: ByteBuf,
+}
+
+impl Envelope {
+    /// The payload, decoded, once its checksum matches; `name` names the
+    /// file in errors.
+    pub(super) fn open<T: serde::de::DeserializeOwned>(&self, name: &str) -> anyhow::Result<T> {
+        let crc = crc32fast::hash(&self.payload.0);
+        anyhow::ensure!(
+            crc == self.crc32,
+            "{name} is damaged: checksum {crc:08x} of its {} payload bytes, {:08x} written",
+            self.payload.0.len(),
+            self.crc32
+        );
+        from_cbor(&self.payload.0, name)
+    }
 }
 
 /// A CBOR byte string on the way out (serde writes a `Vec<u8>` as an array
@@ -137,14 +156,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> anyhow::Result<Checkpoint> {
         VERSION => {
             let env: Envelope = ciborium::from_reader(bytes)
                 .map_err(|e| anyhow::anyhow!("decoding {name}: {e}"))?;
-            let crc = crc32fast::hash(&env.payload.0);
-            anyhow::ensure!(
-                crc == env.crc32,
-                "{name} is damaged: checksum {crc:08x} of its {} payload bytes, {:08x} written",
-                env.payload.0.len(),
-                env.crc32
-            );
-            from_cbor(&env.payload.0, &name.to_string())
+            env.open(&name.to_string())
         }
         VERSION_NO_CHECKSUM => {
             tracing::warn!(

@@ -107,6 +107,8 @@ pub struct CheckpointStore {
     _lock: alerts::DirLock,
 }
 
+/// The sequence number in a checkpoint file's name
+/// (`checkpoint-<seq>.cbor`, as [`write_atomic`] names it).
 fn seq_of(path: &Path) -> Option<u64> {
     let name = path.file_name()?.to_str()?;
     name.strip_prefix("checkpoint-")?

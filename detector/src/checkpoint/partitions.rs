@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::format::{ByteBuf, Bytes};
-use super::{KEEP, from_cbor};
+use super::format::{ByteBuf, Bytes, Envelope};
+use super::{KEEP, seq_of};
 
 /// A topic and partition.
 pub type PartitionKey = (String, i32);
@@ -79,13 +79,6 @@ mod bytes {
     }
 }
 
-#[derive(Deserialize)]
-struct Envelope {
-    version: u32,
-    crc32: u32,
-    payload: ByteBuf,
-}
-
 /// The file's bytes for `c`.
 pub fn encode(c: &PartitionCheckpoint) -> anyhow::Result<Vec<u8>> {
     let what = format!("partition {}-{} checkpoint {}", c.topic, c.partition, c.seq);
@@ -102,14 +95,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> anyhow::Result<PartitionCheckpoint> 
         "{name} has partition checkpoint format {}, this build reads {PARTITION_VERSION}",
         env.version
     );
-    let crc = crc32fast::hash(&env.payload.0);
-    anyhow::ensure!(
-        crc == env.crc32,
-        "{name} is damaged: checksum {crc:08x} of its {} payload bytes, {:08x} written",
-        env.payload.0.len(),
-        env.crc32
-    );
-    from_cbor(&env.payload.0, &name.to_string())
+    env.open(&name.to_string())
 }
 
 /// This instance's name as a writer: its host and its checkpoint
@@ -140,14 +126,6 @@ pub fn store_root(url: &str) -> anyhow::Result<PathBuf> {
     }
     anyhow::ensure!(!url.is_empty(), "the checkpoint store URL is empty");
     Ok(PathBuf::from(url))
-}
-
-fn seq_of(path: &Path) -> Option<u64> {
-    let name = path.file_name()?.to_str()?;
-    name.strip_prefix("checkpoint-")?
-        .strip_suffix(".cbor")?
-        .parse()
-        .ok()
 }
 
 /// The partition checkpoints of every partition under one root.
