@@ -6,6 +6,7 @@ mod e2e {
     mod alertmanager;
     mod backtest;
     mod chaos;
+    mod fleet;
     mod kafka;
     mod kafka_outage;
     mod kafka_tls;

@@ -30,6 +30,7 @@ pub mod commands;
 pub mod config;
 pub mod export;
 pub mod faults;
+pub mod fleet;
 pub mod health;
 pub mod metrics;
 pub mod pipeline;

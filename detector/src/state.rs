@@ -141,6 +141,8 @@ pub struct SharedState {
     /// Kafka partitions whose state this instance holds (`topic-partition`,
     /// sorted; empty without partition-aligned state). `/readyz` lists them.
     partitions: RwLock<Vec<String>>,
+    /// This instance runs the fleet's alert stage now (`crate::fleet`).
+    pub fleet_stage_owner: AtomicBool,
 }
 
 pub type State = Arc<SharedState>;
@@ -158,6 +160,7 @@ impl SharedState {
             model: RwLock::new(ModelStatus::builtin()),
             health: crate::health::Health::default(),
             partitions: RwLock::new(Vec::new()),
+            fleet_stage_owner: AtomicBool::new(false),
         })
     }
 
@@ -232,6 +235,21 @@ impl SharedState {
                 view.recent.pop_front();
             }
             view.recent.push_back(e.clone());
+        }
+    }
+
+    /// Replaces the active alerts (a fleet view catching up from the
+    /// stage owner's snapshot); recent events stay.
+    pub fn set_active(&self, active: &[AlertEvent]) {
+        let Ok(mut view) = self.alerts.write() else {
+            return;
+        };
+        let keys: Vec<String> = view.active.keys().cloned().collect();
+        for k in keys {
+            view.remove(&k);
+        }
+        for e in active {
+            view.insert(e);
         }
     }
 

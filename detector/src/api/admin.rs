@@ -38,7 +38,9 @@ pub(super) async fn command(state: &AppState, cmd: Command) -> Result<Value, Api
         .map_err(|e| ApiError::Internal(format!("control task: {e}")))?
         .map_err(|e| match e {
             ControlError::UnknownSilence(_) => ApiError::NotFound(e.to_string()),
-            ControlError::Stopped | ControlError::NoAnswer => ApiError::Unavailable(e.to_string()),
+            ControlError::Stopped | ControlError::NoAnswer | ControlError::Fleet(_) => {
+                ApiError::Unavailable(e.to_string())
+            }
             ControlError::Encode(_) => ApiError::Internal(e.to_string()),
         })
 }

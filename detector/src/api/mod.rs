@@ -133,7 +133,8 @@ async fn healthz(AxState(state): AxState<AppState>) -> impl IntoResponse {
 
 /// Readiness: restored, caught up, and every component on the alert path
 /// working (503 naming what is not). With partition-aligned Kafka state, a
-/// second line names the partitions this instance holds.
+/// second line names the partitions this instance holds, and a third says
+/// when this instance runs the fleet's alert stage.
 #[utoipa::path(get, path = "/readyz", responses(
     (status = 200, description = "ready"),
     (status = 503, description = "not ready: the body names why"),
@@ -141,11 +142,14 @@ async fn healthz(AxState(state): AxState<AppState>) -> impl IntoResponse {
 async fn readyz(AxState(state): AxState<AppState>) -> impl IntoResponse {
     let why = state.unready();
     let owned = state.partitions();
-    let partitions = if owned.is_empty() {
+    let mut partitions = if owned.is_empty() {
         String::new()
     } else {
         format!("partitions: {}\n", owned.join(","))
     };
+    if state.fleet_stage_owner.load(std::sync::atomic::Ordering::Relaxed) {
+        partitions.push_str("fleet alert stage: here\n");
+    }
     if why.is_empty() {
         (StatusCode::OK, format!("ready\n{partitions}"))
     } else {

@@ -209,6 +209,15 @@ impl RawConfig {
             matches!(source, SourceKind::Kafka(_)),
             checkpoint_dir.as_deref(),
         )?;
+        if let SourceKind::Kafka(k) = &source
+            && k.fleet_topic.is_some()
+            && partition_store.is_none()
+        {
+            return Err(err(
+                "source.fleet_topic",
+                "needs partition-aligned checkpoints (checkpoint.partitions = true, the default)",
+            ));
+        }
         Ok(Config {
             dead_letter_file: self.source.dead_letter_file().cloned(),
             source,

@@ -109,6 +109,12 @@ pub struct KafkaSource {
     pub group_id: String,
     /// Undecodable messages are also produced here, with a `reason` header.
     pub dead_letter_topic: Option<String>,
+    /// The group's internal topic (one partition) through which every
+    /// instance shares assessments, alert events and silences: one alert
+    /// stage for the whole fleet, and any instance answers REST for any
+    /// GPU (docs/scaling.md). Unset: each instance alerts on the
+    /// partitions it holds.
+    pub fleet_topic: Option<String>,
     /// librdkafka client options passed through (SASL, TLS, tuning), e.g.
     /// `{ "security.protocol" = "SASL_SSL" }`.
     #[serde(default)]
@@ -403,6 +409,14 @@ impl KafkaSource {
         if self.topics.is_empty() || self.topics.iter().any(|t| t.trim().is_empty()) {
             return Err(err(&key("topics"), "needs at least one non-empty topic"));
         }
+        if let Some(f) = &self.fleet_topic
+            && (f.trim().is_empty() || self.topics.contains(f))
+        {
+            return Err(err(
+                &key("fleet_topic"),
+                "names the group's internal topic: not empty, and not a telemetry topic",
+            ));
+        }
         let ready_lag = i64::try_from(self.ready_lag)
             .map_err(|_| err(&key("ready_lag"), "must be below 2^63"))?;
         for option in ["enable.auto.commit", "enable.auto.offset.store"] {
@@ -427,6 +441,7 @@ impl KafkaSource {
             options: self.options.clone(),
             secrets: self.secrets.clone(),
             dead_letter_topic: self.dead_letter_topic.clone(),
+            fleet_topic: self.fleet_topic.clone(),
             ready_lag,
         }))
     }

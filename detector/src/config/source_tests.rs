@@ -9,6 +9,7 @@ fn kafka(options: &[(&str, &str)]) -> KafkaSource {
         topics: default_topics(),
         group_id: default_group_id(),
         dead_letter_topic: None,
+        fleet_topic: None,
         options: options
             .iter()
             .map(|(k, v)| ((*k).to_string(), (*v).to_string()))

@@ -39,6 +39,9 @@ pub(super) struct AlertThread {
     pub(super) clock_ms: Option<i64>,
     /// Where partition units are checkpointed (Kafka with a store).
     pub(super) partitions: Arc<OnceLock<super::run::SharedPartitionStore>>,
+    /// With a fleet topic: where assessments and silence changes go
+    /// instead of this instance's own alert stage (`crate::fleet`).
+    pub(super) fleet: Arc<OnceLock<Arc<crate::fleet::publish::Publisher>>>,
 }
 
 impl AlertThread {
@@ -128,6 +131,9 @@ impl AlertThread {
     }
 
     fn command(&mut self, command: Command) -> Result<serde_json::Value, ControlError> {
+        if let Some(fleet) = self.fleet.get() {
+            return fleet_command(fleet, &self.state, command);
+        }
         if let Command::HandOver(gpus) = command {
             // Moved, not lost: no alert resolves or fires for them here.
             self.stage.hand_over(&gpus);
@@ -187,6 +193,20 @@ impl AlertThread {
         if let Some(c) = out.clock_ms {
             self.clock_ms = Some(self.clock_ms.map_or(c, |old| old.max(c)));
         }
+        if let Some(fleet) = self.fleet.get() {
+            // The fleet's alert stage judges them (`crate::fleet`).
+            summary.assessments += out.assessments.len() as u64;
+            m.assessments
+                .fetch_add(out.assessments.len() as u64, Relaxed);
+            fleet.round(
+                self.state.partitions(),
+                out.horizon_ms,
+                &out.assessments,
+                &out.racks,
+                &out.evicted,
+            );
+            return Ok(());
+        }
         if !out.evicted.is_empty() {
             self.stage.forget(&out.evicted);
             self.state.forget(&out.evicted);
@@ -227,6 +247,48 @@ impl AlertThread {
         Ok(())
     }
 
+}
+
+/// A command with a fleet topic: silence changes go to the fleet's alert
+/// stage through the topic; a hand-over changes nothing here (the fleet
+/// stage and view keep the moved GPUs).
+fn fleet_command(
+    fleet: &crate::fleet::publish::Publisher,
+    state: &State,
+    command: Command,
+) -> Result<serde_json::Value, ControlError> {
+    use crate::fleet::{SilenceCommand, WireSilence};
+    match command {
+        Command::HandOver(gpus) => Ok(serde_json::json!({ "handed_over": gpus.len() })),
+        Command::AddSilence(silence) => {
+            let v =
+                serde_json::to_value(&silence).map_err(|e| ControlError::Encode(e.to_string()))?;
+            fleet
+                .silence(SilenceCommand::Add(WireSilence::from(&silence)))
+                .map_err(|e| ControlError::Fleet(e.to_string()))?;
+            Ok(v)
+        }
+        Command::ExpireSilence(id) => {
+            let known = state
+                .silences
+                .read()
+                .map(|l| l.iter().any(|s| s.id == id))
+                .unwrap_or(false);
+            if !known {
+                return Err(ControlError::UnknownSilence(id));
+            }
+            fleet
+                .silence(SilenceCommand::Expire {
+                    id: id.clone(),
+                    at_ms: state.event_now_ms(),
+                })
+                .map_err(|e| ControlError::Fleet(e.to_string()))?;
+            Ok(serde_json::json!({ "id": id, "expired": true }))
+        }
+    }
+}
+
+impl AlertThread {
     /// Writes each unit's partition checkpoint at its partition's offset.
     /// A partition whose checkpoint is not written (no offset yet: nothing
     /// read; or a failed write) is left out of the offsets to commit.

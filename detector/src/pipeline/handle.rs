@@ -107,6 +107,9 @@ pub enum ControlError {
     UnknownSilence(String),
     #[error("encoding the answer: {0}")]
     Encode(String),
+    /// The fleet topic did not take the change (see `crate::fleet`).
+    #[error("{0}")]
+    Fleet(String),
 }
 
 /// A command and where its answer goes.

@@ -52,6 +52,8 @@ pub struct Pipeline {
     routing: Routing,
     /// Where the alert thread writes partition checkpoints.
     partition_store: Arc<OnceLock<SharedPartitionStore>>,
+    /// With a fleet topic: the alert thread's writer to it.
+    fleet: Arc<OnceLock<Arc<crate::fleet::publish::Publisher>>>,
     /// Partitions released whose GPUs the alert stage still knows, until
     /// the rebalance settles ([`Pipeline::settle_released`]).
     pending: Vec<PartitionKey>,
@@ -201,7 +203,9 @@ impl Pipeline {
                 .register(super::alert_thread::CHECKPOINTER, false);
         }
         let partition_store = Arc::new(OnceLock::new());
+        let fleet = Arc::new(OnceLock::new());
         let thread = AlertThread {
+            fleet: fleet.clone(),
             partitions: partition_store.clone(),
             dead: dead.clone(),
             clock_ms: None,
@@ -240,8 +244,15 @@ impl Pipeline {
             dead,
             routing: Routing::default(),
             partition_store,
+            fleet,
             pending: Vec::new(),
         })
+    }
+
+    /// Sends assessments and silence changes to the fleet topic instead of
+    /// this instance's alert stage (`crate::fleet`). Call before any input.
+    pub fn set_fleet(&mut self, publisher: Arc<crate::fleet::publish::Publisher>) {
+        let _ = self.fleet.set(publisher);
     }
 
     /// Writes refused samples (admission and feature engine) to `dead`.

@@ -23,6 +23,7 @@ use crate::sources::{DeadLetters, file, kafka, remote_write, simulator};
 
 use crate::state::{SharedState, State};
 
+mod fleet;
 mod restore;
 mod sink;
 mod supervise;
@@ -164,15 +165,26 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         *rules = cfg.alerts.engine.inhibit_rules.clone();
     }
     state.set_clock(start.stage.clock_ms());
+    // With a fleet topic the fleet's alert stage delivers, not this
+    // instance's alert thread (docs/scaling.md).
+    let fleet_topic = match &cfg.source {
+        SourceKind::Kafka(k) => k.fleet_topic.clone().map(|t| (k.clone(), t)),
+        _ => None,
+    };
+    let local_sink: Box<dyn crate::pipeline::AlertSink> = match &fleet_topic {
+        Some(_) => Box::new(fleet::Nothing),
+        None => Box::new(sink::router_sink(start.router, &state, &shutdown)),
+    };
     let mut pipeline = Pipeline::start_with(
         start.shards,
         start.stage,
-        Box::new(sink::router_sink(start.router, &state, &shutdown)),
+        local_sink,
         state.clone(),
         start.store,
         cfg.export.as_ref(),
     )?;
     pipeline.set_max_gpus(cfg.max_gpus);
+    let mut fleet_threads = Vec::new();
     // Partition-aligned state (Kafka with checkpoints): docs/scaling.md.
     let units = match &cfg.partition_store {
         Some(root) => {
@@ -180,9 +192,22 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
                 cfg.checkpoint_dir.as_deref().unwrap_or(root),
             );
             let store = Arc::new(std::sync::Mutex::new(
-                crate::checkpoint::PartitionStore::open(root)?.with_writer(writer),
+                crate::checkpoint::PartitionStore::open(root)?.with_writer(writer.clone()),
             ));
             pipeline.set_partition_store(store.clone());
+            if let Some((k, topic)) = &fleet_topic {
+                fleet_threads = fleet::start(
+                    &cfg,
+                    k,
+                    topic,
+                    &sys,
+                    store.clone(),
+                    &writer,
+                    &state,
+                    &mut pipeline,
+                    &shutdown,
+                )?;
+            }
             tracing::info!(store = %root.display(), "partition-aligned state: each Kafka partition's state is checkpointed and restored on its own");
             Some(kafka::PartitionUnits::new(
                 store,
@@ -295,6 +320,12 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     let joined = tokio::task::spawn_blocking(move || source.join())
         .await
         .context("joining the source")?;
+    let _ = tokio::task::spawn_blocking(move || {
+        for t in fleet_threads {
+            let _ = t.join();
+        }
+    })
+    .await;
     for w in workers {
         let _ = w.await;
     }

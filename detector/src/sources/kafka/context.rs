@@ -409,6 +409,7 @@ mod tests {
             options: BTreeMap::new(),
             secrets: BTreeMap::new(),
             dead_letter_topic: None,
+            fleet_topic: None,
             ready_lag: 0,
         };
         let consumer: BaseConsumer<Ctx> = client_config(&settings)

@@ -69,6 +69,7 @@ fn member(brokers: &str, dir: &Path, shared: &Path) -> Member {
         options: BTreeMap::from([("max.partition.fetch.bytes".to_owned(), "16384".to_owned())]),
         secrets: BTreeMap::new(),
         dead_letter_topic: None,
+        fleet_topic: None,
         ready_lag: 0,
     };
     let (stop, state, sink) = (

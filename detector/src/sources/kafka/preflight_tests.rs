@@ -20,6 +20,7 @@ fn settings(options: &[(&str, &str)]) -> KafkaSettings {
             .collect(),
         secrets: BTreeMap::new(),
         dead_letter_topic: None,
+        fleet_topic: None,
         ready_lag: 0,
     }
 }

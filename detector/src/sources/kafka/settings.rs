@@ -24,6 +24,7 @@ impl std::fmt::Debug for KafkaSettings {
             .field("options", &secrets::redacted(&self.options))
             .field("secrets", &self.secrets)
             .field("dead_letter_topic", &self.dead_letter_topic)
+            .field("fleet_topic", &self.fleet_topic)
             .field("ready_lag", &self.ready_lag)
             .finish()
     }
@@ -41,6 +42,8 @@ pub struct KafkaSettings {
     /// into `options` by [`super::preflight`] when the service starts.
     pub secrets: BTreeMap<String, SecretRef>,
     pub dead_letter_topic: Option<String>,
+    /// The group's internal fleet topic (`crate::fleet`), if any.
+    pub fleet_topic: Option<String>,
     /// Ready once total lag (messages) is at most this.
     pub ready_lag: i64,
 }

@@ -1,0 +1,262 @@
+//! Scale-out on a real broker (issue #31): three `forewarn serve` instances
+//! in one consumer group share a shared checkpoint store and the fleet
+//! topic; one is killed with SIGKILL mid-stream and a fourth, started in a
+//! fresh directory, takes its partitions (and, if it held it, the fleet's
+//! alert stage) over warm. The PagerDuty receiver must get exactly the
+//! incidents `forewarn backtest` pages on the same telemetry, each once, no
+//! `gpu_lost`; every instance must rank the same GPUs riskiest; a silence
+//! added on one instance must show on all.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use forewarn_tests::broker::Broker;
+use forewarn_tests::receiver::Receiver;
+use forewarn_tests::service::{
+    expected_pages, incidents, kafka_config, reference_events, wait_for, wait_settled,
+};
+use forewarn_tests::{
+    forewarn_bin, free_port, http_get, http_status, metric, scratch, simulate_fleet,
+};
+use serde_json::Value;
+
+const TOKEN: &str = "fleet-e2e-token";
+const FLEET_TOPIC: &str = "forewarn-fleet";
+
+struct Instance {
+    child: Child,
+    api: u16,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(dir: &Path, brokers: &str, store: &Path, pd: u16) -> Instance {
+    std::fs::create_dir_all(dir).expect("instance dir");
+    let api = free_port();
+    let config = kafka_config(brokers, "forewarn-fleet-e2e", 0, api, pd)
+        .replacen(
+            "ready_lag = 0",
+            &format!("ready_lag = 0\nfleet_topic = \"{FLEET_TOPIC}\""),
+            1,
+        )
+        .replacen(
+            "interval_s = 0.5",
+            &format!("interval_s = 0.5\nstore = \"{}\"", store.display()),
+            1,
+        )
+        .replacen(
+            &format!("listen = \"127.0.0.1:{api}\""),
+            &format!("listen = \"127.0.0.1:{api}\"\ntoken_env = \"FW_E2E_TOKEN\""),
+            1,
+        );
+    std::fs::write(dir.join("forewarn.toml"), config).expect("config");
+    let child = Command::new(forewarn_bin())
+        .args(["serve", "--config", "forewarn.toml"])
+        .current_dir(dir)
+        .env("FW_E2E_PD_KEY", "e2e-routing-key")
+        .env("FW_E2E_SLACK_URL", format!("http://127.0.0.1:{pd}/slack"))
+        .env("FW_E2E_TOKEN", TOKEN)
+        .env("FOREWARN_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("serve.log"))
+                .expect("serve log"),
+        )
+        .spawn()
+        .expect("spawn forewarn serve");
+    wait_for("an instance's API", Duration::from_secs(60), || {
+        http_get(api, "/healthz").is_some()
+    });
+    Instance { child, api }
+}
+
+/// `POST` with the admin token; the status and body.
+fn post(port: u16, path: &str, body: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
+/// Whether the instance on `api` runs the fleet's alert stage (`/readyz`
+/// says so, ready or not).
+fn owns_stage(api: u16) -> bool {
+    http_status(api, "/readyz").is_some_and(|(_, b)| b.contains("fleet alert stage: here"))
+}
+
+fn top_gpus(api: u16, n: usize) -> Vec<String> {
+    let body = http_get(api, &format!("/v1/gpus?sort=risk&limit={n}")).unwrap_or_default();
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    v["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i["gpu"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn gpu_count(api: u16) -> u64 {
+    http_get(api, "/v1/fleet")
+        .and_then(|b| serde_json::from_str::<Value>(&b).ok())
+        .and_then(|v| v["gpus"].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn three_instances_one_killed_a_fourth_joins_page_each_incident_once() {
+    let dir = scratch("fleet");
+    let Some(broker) = Broker::start(&dir.join("broker")) else {
+        return;
+    };
+    broker.create_topic("telemetry", 4);
+    broker.create_topic(FLEET_TOPIC, 1);
+    simulate_fleet(&dir, 96, 12, 5, Some(0.4));
+    let pd = Receiver::start();
+    // The uninterrupted reference: one process, the same policy.
+    let plain = kafka_config(&broker.addr(), "unused", 0, free_port(), pd.port);
+    std::fs::write(dir.join("forewarn.toml"), &plain).expect("config");
+    let reference = reference_events(&dir, "sim/telemetry.jsonl");
+    let expected = expected_pages(&reference);
+    assert!(!expected.is_empty(), "the fleet has failures that page");
+
+    let store = dir.join("store");
+    let brokers = broker.addr();
+    let mut live = vec![
+        start(&dir.join("i1"), &brokers, &store, pd.port),
+        start(&dir.join("i2"), &brokers, &store, pd.port),
+        start(&dir.join("i3"), &brokers, &store, pd.port),
+    ];
+    // Every member in the group before the data flows (tansu 0.6 wedges a
+    // group whose members join while it rebalances under load).
+    std::thread::sleep(Duration::from_secs(8));
+    let mut replay = Command::new(forewarn_bin())
+        .args([
+            "replay",
+            "--input",
+            "sim/telemetry.jsonl",
+            "--brokers",
+            &brokers,
+            "--topic",
+            "telemetry",
+            // By host: this small fleet has fewer racks than partitions.
+            "--key",
+            "host",
+            "--speed",
+            "3600",
+        ])
+        .current_dir(&dir)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn replay");
+    // Kill -9 the instance that runs the fleet's alert stage, mid-stream,
+    // after it checkpointed: both its partitions and the stage move.
+    let mut owner = None;
+    wait_for("a fleet alert stage owner", Duration::from_secs(60), || {
+        owner = live.iter().position(|i| owns_stage(i.api));
+        owner.is_some()
+    });
+    let owner = owner.expect("owner");
+    let victim = live[owner].api;
+    wait_for("a checkpoint and a page mid-stream", Duration::from_secs(120), || {
+        let ingested: f64 = live
+            .iter()
+            .filter_map(|i| http_get(i.api, "/metrics"))
+            .map(|m| metric(&m, "forewarn_samples_ingested_total"))
+            .sum();
+        ingested > 40_000.0
+            && http_get(victim, "/metrics")
+                .is_some_and(|m| metric(&m, "forewarn_checkpoints_total") >= 2.0)
+            && !pd.bodies("/v2/enqueue").is_empty()
+    });
+    let killed_at = Instant::now();
+    let mut gone = live.remove(owner);
+    gone.child.kill().expect("kill -9");
+    gone.child.wait().expect("reap");
+    drop(gone);
+    // A replacement after the dead member's session expired (10 s): tansu
+    // 0.6 moves a SIGKILLed member's partitions only when another joins.
+    std::thread::sleep(Duration::from_secs(11));
+    live.push(start(&dir.join("i4"), &brokers, &store, pd.port));
+    assert!(replay.wait().expect("replay").success(), "replay failed");
+
+    // A silence added on one instance holds on every one.
+    let silence = r#"{"matchers":[{"name":"host","value":"no-such-host","isRegex":false}],
+        "startsAt":"2020-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z",
+        "createdBy":"e2e","comment":"fleet-wide"}"#;
+    let (status, body) = post(live[0].api, "/v1/silences", silence);
+    assert!((200..300).contains(&status), "{status} {body}");
+
+    // Caught up: every live instance reads nothing behind, the views
+    // hold the whole fleet, the receivers go quiet.
+    wait_for("the instances to catch up", Duration::from_secs(240), || {
+        live.iter().all(|i| {
+            http_get(i.api, "/metrics").is_some_and(|m| {
+                m.contains("forewarn_consumer_lag{") && metric(&m, "forewarn_consumer_lag") == 0.0
+            }) && gpu_count(i.api) == 96
+        })
+    });
+    let takeover_s = killed_at.elapsed().as_secs_f64();
+    let owners = live.iter().filter(|i| owns_stage(i.api)).count();
+    assert_eq!(owners, 1, "one instance runs the fleet's alert stage");
+    wait_settled(&pd.log, Duration::from_secs(90));
+
+    let events = pd.bodies("/v2/enqueue");
+    let got = incidents(&events);
+    let tops: Vec<Vec<String>> = live.iter().map(|i| top_gpus(i.api, 5)).collect();
+    let silenced: Vec<bool> = live
+        .iter()
+        .map(|i| http_get(i.api, "/v1/silences").is_some_and(|b| b.contains("fleet-wide")))
+        .collect();
+    eprintln!(
+        "{} PagerDuty events; incidents {got:?}; expected {expected:?}; top {tops:?}; caught up {takeover_s:.1} s after the kill",
+        events.len()
+    );
+    assert!(
+        got.keys()
+            .filter(|k| k.ends_with("/gpu_lost"))
+            .all(|k| expected.contains_key(k)),
+        "no GPU is lost because its partition moved: {got:?}"
+    );
+    assert_eq!(
+        got, expected,
+        "every incident of the uninterrupted run, each paged once"
+    );
+    assert!(
+        tops.windows(2).all(|w| w[0] == w[1]) && !tops[0].is_empty(),
+        "every instance ranks the same GPUs riskiest: {tops:?}"
+    );
+    assert!(
+        silenced.iter().all(|s| *s),
+        "the silence shows on every instance: {silenced:?}"
+    );
+    drop(live);
+    drop(broker);
+    std::fs::remove_dir_all(&dir).ok();
+}
