@@ -50,12 +50,26 @@ impl ObjectBackend {
     /// The bucket `bucket`, keys under `prefix`; endpoint, region and
     /// credentials from the `AWS_*` environment variables.
     pub fn s3(bucket: &str, prefix: &str) -> anyhow::Result<Self> {
+        Self::s3_with(bucket, prefix, &[])
+    }
+
+    /// As [`Self::s3`], with `object_store` S3 settings (`aws_endpoint`,
+    /// `aws_allow_http`, ...) over the environment's: for a process that
+    /// cannot set its environment (tests/e2e/s3_store.rs).
+    pub fn s3_with(bucket: &str, prefix: &str, settings: &[(&str, &str)]) -> anyhow::Result<Self> {
         let url = if prefix.is_empty() {
             format!("s3://{bucket}")
         } else {
             format!("s3://{bucket}/{prefix}")
         };
-        let s3 = AmazonS3Builder::from_env()
+        let mut builder = AmazonS3Builder::from_env();
+        for (k, v) in settings {
+            let key = k
+                .parse()
+                .with_context(|| format!("checkpoint store {url}: unknown S3 setting {k:?}"))?;
+            builder = builder.with_config(key, *v);
+        }
+        let s3 = builder
             .with_bucket_name(bucket)
             .with_retry(retry())
             .build()
