@@ -2,7 +2,8 @@
 # The test command of the README, also what CI runs (.ci/run).
 #
 # Works on a fresh machine: installs what the end-to-end tests need (the tansu
-# Kafka-compatible broker, built once and cached by path), then runs every
+# Kafka-compatible broker, built once and cached by path; moto's S3 server in
+# a virtualenv), then runs every
 # test of the workspace. Build outputs and tools live outside the clone so
 # repeat runs skip rebuilds:
 #   CARGO_TARGET_DIR  (default ~/.cache/forewarn/target)
@@ -41,7 +42,10 @@ scripts/tls.sh install
 scripts/alertmanager.sh install
 # Prometheus for the remote-write and deploy-rule tests.
 scripts/prometheus.sh install
-export FOREWARN_REQUIRE_BROKER=1
+# moto's S3 server (pip, ~15 s once) for the partition store on object
+# storage (tests/e2e/s3_store.rs).
+scripts/s3.sh install
+export FOREWARN_REQUIRE_BROKER=1 FOREWARN_REQUIRE_S3=1
 
 # The end-to-end tests run the real `forewarn` binary. `cargo test` builds
 # a package's binaries only for that package's own integration tests, and

@@ -12,6 +12,7 @@ mod e2e {
     mod kafka_tls;
     mod remote_write;
     mod retrain;
+    mod s3_store;
     mod scenarios;
     mod scrape;
     mod scrape_files;

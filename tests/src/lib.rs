@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests (`tests/e2e/`): finding the real
 //! `forewarn` binary and running it, scratch directories, free ports, small
-//! HTTP and Prometheus-text readers, a real broker ([`broker`]), a real
-//! HTTP receiver ([`receiver`]) and the service around them ([`service`]). The tests drive the built binary, not the
+//! HTTP and Prometheus-text readers, a real broker ([`broker`]), a real S3
+//! server ([`s3`]), a real HTTP receiver ([`receiver`]) and the service around them ([`service`]). The tests drive the built binary, not the
 //! library, so they see what an operator sees.
 
 use std::path::{Path, PathBuf};
@@ -64,6 +64,7 @@ pub mod alertmanager;
 pub mod broker;
 pub mod prometheus;
 pub mod receiver;
+pub mod s3;
 pub mod service;
 pub mod tls;
 

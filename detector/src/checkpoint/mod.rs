@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+pub mod backend;
 mod format;
 pub mod partitions;
 pub use format::{VERSION, VERSION_NO_CHECKSUM};

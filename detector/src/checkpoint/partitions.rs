@@ -3,41 +3,43 @@
 //! `crate::pipeline::units`) is written at every checkpoint and read back
 //! by whichever instance is assigned the partition next (docs/scaling.md).
 //!
-//! Layout under the store's root (a local or shared directory):
+//! Layout under the store's root (a local or shared directory, or an
+//! S3-compatible bucket and prefix: [`super::backend`]):
 //! `partitions/<topic>-<partition>/checkpoint-<seq>.cbor`, each file one
 //! [`PartitionCheckpoint`]: the unit's shard snapshot and the next offset
-//! of the partition that state reflects. Files are written as `.tmp`,
-//! fsynced, renamed and the directory fsynced (whole or absent), carry a
-//! CRC-32 of their payload, and the newest [`super::KEEP`] are kept so a
-//! reader falls back, newest first, past a damaged one.
+//! of the partition that state reflects. Files are written whole or not at
+//! all (a directory: `.tmp`, fsync, rename, directory fsync; a bucket: one
+//! PUT), carry a CRC-32 of their payload, and the newest [`super::KEEP`]
+//! are kept so a reader falls back, newest first, past a damaged one.
 //!
-//! One writer per partition: an instance holds the partition directory's
-//! lock ([`alerts::DirLock`], released on drop or by the kernel when the
-//! process dies) from the moment it claims the partition until it releases
-//! it after the revoke checkpoint. A write for a partition whose lock
-//! another instance holds is refused.
+//! One writer per partition: an instance holds the partition from the
+//! moment it claims it until it releases it after the revoke checkpoint: a
+//! directory's OS lock ([`alerts::DirLock`], released on drop or by the
+//! kernel when the process dies), or a bucket's lease object
+//! ([`super::backend::lease`], renewed before each write, taken over once
+//! it expires). A write for a partition another instance holds is refused.
 //!
-//! The store is named by a URL: `file:///abs/dir` or a plain path. Object
-//! stores (`s3://`) are not implemented yet and are refused by name.
+//! The store is named by a URL ([`StoreUrl`]): `file:///abs/dir`, a plain
+//! path, or `s3://bucket/prefix`.
 
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use super::KEEP;
+pub use super::backend::StoreUrl;
+use super::backend::lease::{self, Writer};
+use super::backend::{Backend, Hold};
 use super::format::{ByteBuf, Bytes, Envelope};
-use super::{KEEP, seq_of};
 
 /// A topic and partition.
 pub type PartitionKey = (String, i32);
 
 /// Format version of a partition checkpoint file.
 pub const PARTITION_VERSION: u32 = 1;
-
-/// The lock file in each partition directory.
-const PARTITION_LOCK: &str = ".forewarn-partition.lock";
 
 /// One partition's state unit at a checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,97 +111,101 @@ pub fn instance_id(checkpoint_dir: &Path) -> String {
     format!("{}:{}", host.trim(), dir.display())
 }
 
-/// Where the store lives, from its URL: `file:///dir`, `file://dir` or a
-/// plain path.
-pub fn store_root(url: &str) -> anyhow::Result<PathBuf> {
-    if let Some(rest) = url.strip_prefix("file://") {
-        anyhow::ensure!(
-            !rest.is_empty(),
-            "checkpoint store {url:?} names no directory"
-        );
-        return Ok(PathBuf::from(rest));
-    }
-    if let Some((scheme, _)) = url.split_once("://") {
-        anyhow::bail!(
-            "checkpoint store {url:?}: the {scheme}:// store is not implemented yet; use a local or shared directory (file:///path)"
-        );
-    }
-    anyhow::ensure!(!url.is_empty(), "the checkpoint store URL is empty");
-    Ok(PathBuf::from(url))
+/// Where the store lives, from its URL: `file:///dir`, `file://dir`, a
+/// plain path, or `s3://bucket/prefix`.
+pub fn store_url(url: &str) -> anyhow::Result<StoreUrl> {
+    StoreUrl::parse(url)
+}
+
+/// How long a partition's lease on an object store lasts without renewal,
+/// for checkpoints every `every`: it is renewed at each one, so several
+/// may fail or come late before another instance takes the partition over
+/// (and at least two minutes, well past clock skew between instances).
+pub fn lease_ttl(every: Duration) -> Duration {
+    (every * 4).max(lease::DEFAULT_TTL)
 }
 
 /// The partition checkpoints of every partition under one root.
 #[derive(Debug)]
 pub struct PartitionStore {
-    root: PathBuf,
+    backend: Backend,
     /// Who writes here (see [`PartitionCheckpoint::writer`]).
-    writer: String,
-    /// Partitions this instance owns, each with its directory's lock.
-    claimed: HashMap<PartitionKey, alerts::DirLock>,
+    writer: Writer,
+    /// Partitions this instance holds, each with its lock or lease.
+    claimed: HashMap<PartitionKey, Hold>,
 }
 
 impl PartitionStore {
-    /// Opens (creating) the store at `root`.
+    /// Opens (creating) the directory store at `root`.
     pub fn open(root: &Path) -> anyhow::Result<Self> {
-        let dir = root.join("partitions");
-        fs::create_dir_all(&dir)
-            .with_context(|| format!("creating the partition store {}", dir.display()))?;
-        Ok(PartitionStore {
-            root: root.to_owned(),
-            writer: String::new(),
+        Self::open_url(&StoreUrl::Dir(root.to_owned()))
+    }
+
+    /// Opens the store at `url` (a directory is created; a bucket must
+    /// exist).
+    pub fn open_url(url: &StoreUrl) -> anyhow::Result<Self> {
+        Ok(Self::with_backend(Backend::open(url)?))
+    }
+
+    /// A store over `backend`.
+    pub fn with_backend(backend: Backend) -> Self {
+        PartitionStore {
+            backend,
+            writer: Writer::new(String::new()),
             claimed: HashMap::new(),
-        })
+        }
     }
 
     /// Names the instance writing through this store: stable across its
     /// restarts, distinct between instances (see [`instance_id`]).
     pub fn with_writer(mut self, writer: String) -> Self {
-        self.writer = writer;
+        self.writer.name = writer;
+        self
+    }
+
+    /// How long this store's leases last without renewal (object stores
+    /// only; see [`lease_ttl`]).
+    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
+        self.writer.ttl = ttl;
         self
     }
 
     pub fn writer(&self) -> &str {
-        &self.writer
+        &self.writer.name
     }
 
-    /// The store's root.
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// The store's root: a directory, or the bucket's URL.
+    pub fn root(&self) -> String {
+        self.backend.root()
     }
 
-    /// The directory of `key`'s checkpoints.
+    /// Where `key`'s checkpoints are: their directory, or (object store)
+    /// the URL of their key prefix.
     pub fn dir_of(&self, key: &PartitionKey) -> PathBuf {
-        self.root
-            .join("partitions")
-            .join(format!("{}-{}", key.0, key.1))
+        self.backend.dir_of(key)
     }
 
-    /// Takes `key`'s lock (creating its directory) and sweeps `.tmp` files
-    /// left by a writer that died. Fails while another instance holds it.
+    /// Holds `key` for this instance (a directory store also sweeps `.tmp`
+    /// files left by a writer that died). Fails while another instance
+    /// holds it.
     pub fn claim(&mut self, key: &PartitionKey) -> anyhow::Result<()> {
         if self.claimed.contains_key(key) {
             return Ok(());
         }
-        let dir = self.dir_of(key);
-        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let lock = alerts::DirLock::acquire(&dir, PARTITION_LOCK, "partition checkpoint")?;
-        for entry in fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
-            let path = entry?.path();
-            if path.extension().is_some_and(|e| e == "tmp") {
-                let _ = fs::remove_file(&path);
-            }
-        }
-        self.claimed.insert(key.clone(), lock);
+        let hold = self.backend.claim(key, &self.writer)?;
+        self.claimed.insert(key.clone(), hold);
         Ok(())
     }
 
     /// Gives `key` up (after its last checkpoint): another instance may
     /// claim it now.
     pub fn release(&mut self, key: &PartitionKey) {
-        self.claimed.remove(key);
+        if let Some(hold) = self.claimed.remove(key) {
+            self.backend.release(key, hold);
+        }
     }
 
-    /// Whether this store holds `key`'s lock.
+    /// Whether this store holds `key`.
     pub fn owns(&self, key: &PartitionKey) -> bool {
         self.claimed.contains_key(key)
     }
@@ -211,24 +217,15 @@ impl PartitionStore {
         v
     }
 
-    /// (seq, path) of `key`'s checkpoint files, newest first.
-    pub fn newest_first(&self, key: &PartitionKey) -> anyhow::Result<Vec<(u64, PathBuf)>> {
-        let dir = self.dir_of(key);
-        let mut v = Vec::new();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(v),
-            Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
-        };
-        for entry in entries {
-            let path = entry?.path();
-            if let Some(seq) = seq_of(&path) {
-                v.push((seq, path));
-            }
-        }
-        v.sort();
-        v.reverse();
-        Ok(v)
+    /// (seq, full name: path or URL) of `key`'s checkpoint files, newest
+    /// first.
+    pub fn newest_first(&self, key: &PartitionKey) -> anyhow::Result<Vec<(u64, String)>> {
+        let mut seqs = self.backend.list(key)?;
+        seqs.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(seqs
+            .into_iter()
+            .map(|s| (s, self.backend.name_of(key, s)))
+            .collect())
     }
 
     /// The newest checkpoint of `key` that decodes and passes `check` (the
@@ -250,18 +247,18 @@ impl PartitionStore {
         skip: impl Fn(&PartitionCheckpoint) -> bool,
         mut check: impl FnMut(&PartitionCheckpoint) -> anyhow::Result<T>,
     ) -> anyhow::Result<Option<(PartitionCheckpoint, T)>> {
-        for (seq, path) in self.newest_first(key)? {
-            let got = fs::read(&path)
-                .with_context(|| format!("reading {}", path.display()))
-                .and_then(|b| decode(&b, &path))
+        for (seq, name) in self.newest_first(key)? {
+            let got = self
+                .backend
+                .read(key, seq)
+                .and_then(|b| decode(&b, Path::new(&name)))
                 .and_then(|c| {
                     if skip(&c) {
                         return Ok(None);
                     }
                     anyhow::ensure!(
                         c.topic == key.0 && c.partition == key.1,
-                        "{} holds partition {}-{}, not {}-{}",
-                        path.display(),
+                        "{name} holds partition {}-{}, not {}-{}",
                         c.topic,
                         c.partition,
                         key.0,
@@ -274,12 +271,12 @@ impl PartitionStore {
                 Ok(Some(x)) => return Ok(Some(x)),
                 Ok(None) => tracing::info!(
                     seq,
-                    file = %path.display(),
+                    file = %name,
                     "partition checkpoint newer than this instance's restored checkpoint: taking the one before"
                 ),
                 Err(e) => tracing::error!(
                     seq,
-                    file = %path.display(),
+                    file = %name,
                     error = format!("{e:#}"),
                     "partition checkpoint does not restore: trying the one before"
                 ),
@@ -296,25 +293,45 @@ impl PartitionStore {
     /// The sequence number the next checkpoint of `key` gets.
     pub fn next_seq(&self, key: &PartitionKey) -> anyhow::Result<u64> {
         Ok(self
-            .newest_first(key)?
-            .first()
-            .map_or(1, |(seq, _)| seq + 1))
+            .backend
+            .list(key)?
+            .into_iter()
+            .max()
+            .map_or(1, |s| s + 1))
     }
 
-    /// Writes `c` atomically (claiming its partition first if this store
-    /// has not); returns its size in bytes. Refused while another instance
-    /// holds the partition.
+    /// Writes `c` whole or not at all (claiming its partition first if
+    /// this store has not); returns its size in bytes. Refused while
+    /// another instance holds the partition, or once it has taken this
+    /// store's lease over.
     pub fn write(&mut self, c: &PartitionCheckpoint) -> anyhow::Result<u64> {
         let key = (c.topic.clone(), c.partition);
         self.claim(&key)?;
-        let dir = self.dir_of(&key);
+        if let Some(hold) = self.claimed.get_mut(&key)
+            && let Err(e) = self.backend.confirm(&key, hold)
+        {
+            self.claimed.remove(&key);
+            return Err(e);
+        }
         let bytes = encode(c)?;
-        super::write_atomic(&dir, c.seq, &bytes)?;
-        let all = self.newest_first(&key)?;
-        for (_, old) in all.iter().skip(KEEP) {
-            let _ = fs::remove_file(old);
+        self.backend.write(&key, c.seq, &bytes)?;
+        let mut all = self.backend.list(&key)?;
+        all.sort_unstable_by(|a, b| b.cmp(a));
+        for &old in all.iter().skip(KEEP) {
+            self.backend.remove(&key, old);
         }
         Ok(bytes.len() as u64)
+    }
+}
+
+impl Drop for PartitionStore {
+    /// Lets go of every partition still held: a directory's locks go with
+    /// their files anyway; a bucket's leases would otherwise stay until
+    /// they expire.
+    fn drop(&mut self) {
+        for key in self.owned() {
+            self.release(&key);
+        }
     }
 }
 

@@ -116,14 +116,31 @@ fn one_writer_per_partition_until_it_releases() {
 
 #[test]
 fn store_urls() {
+    let dir = |p: &str| StoreUrl::Dir(PathBuf::from(p));
     assert_eq!(
-        store_root("file:///var/lib/fw").expect("file"),
-        PathBuf::from("/var/lib/fw")
+        store_url("file:///var/lib/fw").expect("file"),
+        dir("/var/lib/fw")
     );
-    assert_eq!(store_root("ckpt").expect("path"), PathBuf::from("ckpt"));
-    let e = store_root("s3://bucket/x").expect_err("s3").to_string();
+    assert_eq!(store_url("ckpt").expect("path"), dir("ckpt"));
+    let s3 = store_url("s3://bucket/x/y/").expect("s3");
+    assert_eq!(
+        s3,
+        StoreUrl::S3 {
+            bucket: "bucket".into(),
+            prefix: "x/y".into()
+        }
+    );
+    assert_eq!(s3.to_string(), "s3://bucket/x/y");
+    assert_eq!(
+        store_url("s3://bucket").expect("no prefix").to_string(),
+        "s3://bucket"
+    );
+    let e = store_url("gs://bucket/x").expect_err("gs").to_string();
     assert!(e.contains("not implemented"), "{e}");
-    assert!(store_root("file://").is_err());
+    assert!(store_url("file://").is_err());
+    assert!(store_url("s3://").is_err());
+    assert!(store_url("s3:///x").is_err());
+    assert!(store_url("").is_err());
 }
 
 #[test]

@@ -105,7 +105,7 @@ pub struct Config {
     /// Root of the partition checkpoint store: set with the Kafka source
     /// and checkpoints, unless `checkpoint.partitions = false`
     /// (docs/scaling.md).
-    pub partition_store: Option<PathBuf>,
+    pub partition_store: Option<crate::checkpoint::partitions::StoreUrl>,
     pub checkpoint_every: Duration,
     /// Parquet exports (none: disabled).
     pub export: Option<crate::export::ExportSettings>,

@@ -95,9 +95,9 @@ pub struct RawCheckpoint {
     /// Deprecated: `interval` in seconds.
     pub interval_s: Option<f64>,
     /// With the Kafka source: where each partition's state is checkpointed,
-    /// as a URL (`file:///shared/dir`) or a path. Every instance of the
-    /// consumer group must see the same store for a partition to move warm
-    /// (docs/scaling.md). Default: `dir`.
+    /// as a URL (`file:///shared/dir`, `s3://bucket/prefix`) or a path.
+    /// Every instance of the consumer group must see the same store for a
+    /// partition to move warm (docs/scaling.md). Default: `dir`.
     pub store: Option<String>,
     /// With the Kafka source: partition-aligned state (default true). False
     /// keeps the instance-wide layout (GPUs sharded by hash, one file).
@@ -123,13 +123,14 @@ impl RawCheckpoint {
         &self,
         kafka: bool,
         dir: Option<&std::path::Path>,
-    ) -> Result<Option<PathBuf>, ConfigError> {
+    ) -> Result<Option<crate::checkpoint::partitions::StoreUrl>, ConfigError> {
+        use crate::checkpoint::partitions::StoreUrl;
         let Some(dir) = dir.filter(|_| kafka && self.partitions != Some(false)) else {
             return Ok(None);
         };
         match &self.store {
-            None => Ok(Some(dir.to_owned())),
-            Some(url) => crate::checkpoint::partitions::store_root(url)
+            None => Ok(Some(StoreUrl::Dir(dir.to_owned()))),
+            Some(url) => crate::checkpoint::partitions::store_url(url)
                 .map(Some)
                 .map_err(|e| err("checkpoint.store", e.to_string())),
         }

@@ -309,23 +309,37 @@ fn an_explicit_silences_file_wins_over_the_checkpoint_directory() {
 fn kafka_state_is_partition_aligned_in_the_checkpoint_store() {
     let kafka =
         "[source]\ntype = \"kafka\"\nbrokers = \"127.0.0.1:9092\"\ntopics = [\"telemetry\"]\n";
+    use crate::checkpoint::partitions::StoreUrl;
     let c = valid(kafka);
     assert_eq!(
         c.partition_store,
-        Some(PathBuf::from("forewarn-checkpoints"))
+        Some(StoreUrl::Dir(PathBuf::from("forewarn-checkpoints")))
     );
     let c = valid(&format!(
         "{kafka}[checkpoint]\ndir = \"ckpt\"\nstore = \"file:///mnt/shared/fw\"\n"
     ));
-    assert_eq!(c.partition_store, Some(PathBuf::from("/mnt/shared/fw")));
+    assert_eq!(
+        c.partition_store,
+        Some(StoreUrl::Dir(PathBuf::from("/mnt/shared/fw")))
+    );
     assert_eq!(c.checkpoint_dir, Some(PathBuf::from("ckpt")));
     let c = valid(&format!("{kafka}[checkpoint]\npartitions = false\n"));
     assert_eq!(
         c.partition_store, None,
         "the instance-wide layout on request"
     );
+    let c = valid(&format!(
+        "{kafka}[checkpoint]\nstore = \"s3://bucket/fw/\"\n"
+    ));
+    assert_eq!(
+        c.partition_store,
+        Some(StoreUrl::S3 {
+            bucket: "bucket".into(),
+            prefix: "fw".into()
+        })
+    );
     let e = invalid(&format!(
-        "{kafka}[checkpoint]\nstore = \"s3://bucket/fw\"\n"
+        "{kafka}[checkpoint]\nstore = \"gs://bucket/fw\"\n"
     ));
     assert_eq!(e.key, "checkpoint.store");
     // Files and the simulator never partition their state.

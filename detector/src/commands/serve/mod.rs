@@ -188,11 +188,16 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     // Partition-aligned state (Kafka with checkpoints): docs/scaling.md.
     let units = match &cfg.partition_store {
         Some(root) => {
-            let writer = crate::checkpoint::partitions::instance_id(
-                cfg.checkpoint_dir.as_deref().unwrap_or(root),
+            use crate::checkpoint::partitions;
+            let writer = partitions::instance_id(
+                cfg.checkpoint_dir
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new(".")),
             );
             let store = Arc::new(std::sync::Mutex::new(
-                crate::checkpoint::PartitionStore::open(root)?.with_writer(writer.clone()),
+                crate::checkpoint::PartitionStore::open_url(root)?
+                    .with_writer(writer.clone())
+                    .with_lease_ttl(partitions::lease_ttl(cfg.checkpoint_every)),
             ));
             pipeline.set_partition_store(store.clone());
             if let Some((k, topic)) = &fleet_topic {
@@ -208,7 +213,7 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
                     &shutdown,
                 )?;
             }
-            tracing::info!(store = %root.display(), "partition-aligned state: each Kafka partition's state is checkpointed and restored on its own");
+            tracing::info!(store = %root, "partition-aligned state: each Kafka partition's state is checkpointed and restored on its own");
             Some(kafka::PartitionUnits::new(
                 store,
                 unit_settings,
