@@ -237,6 +237,14 @@ impl Outbox {
             .unwrap_or(0)
     }
 
+    /// Entries waiting for any receiver.
+    pub fn pending_total(&self) -> usize {
+        self.queues
+            .values()
+            .map(|q| q.pending.lock().map_or(0, |p| p.len()))
+            .sum()
+    }
+
     /// How long the oldest entry waiting for a receiver has waited (by
     /// its file's modification time); `None` when none waits or the file
     /// cannot be read.

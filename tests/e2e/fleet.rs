@@ -1,6 +1,6 @@
 //! Scale-out on a real broker (issue #31): three `forewarn serve` instances
-//! in one consumer group share a shared checkpoint store and the fleet
-//! topic; one is killed with SIGKILL mid-stream and a fourth, started in a
+//! in one consumer group share a checkpoint store (a shared directory, or a
+//! bucket on a real S3-protocol server) and the fleet topic; one is killed with SIGKILL mid-stream and a fourth, started in a
 //! fresh directory, takes its partitions (and, if it held it, the fleet's
 //! alert stage) over warm. The PagerDuty receiver must get exactly the
 //! incidents `forewarn backtest` pages on the same telemetry, each once, no
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use forewarn_tests::broker::Broker;
 use forewarn_tests::receiver::Receiver;
+use forewarn_tests::s3::S3Server;
 use forewarn_tests::service::{
     expected_pages, incidents, kafka_config, reference_events, wait_for, wait_settled,
 };
@@ -37,7 +38,14 @@ impl Drop for Instance {
     }
 }
 
-fn start(dir: &Path, brokers: &str, store: &Path, pd: u16) -> Instance {
+/// The shared checkpoint store: its `checkpoint.store` and the variables
+/// its client needs.
+struct Store {
+    url: String,
+    env: Vec<(&'static str, String)>,
+}
+
+fn start(dir: &Path, brokers: &str, store: &Store, pd: u16) -> Instance {
     std::fs::create_dir_all(dir).expect("instance dir");
     let api = free_port();
     let config = kafka_config(brokers, "forewarn-fleet-e2e", 0, api, pd)
@@ -48,7 +56,7 @@ fn start(dir: &Path, brokers: &str, store: &Path, pd: u16) -> Instance {
         )
         .replacen(
             "interval_s = 0.5",
-            &format!("interval_s = 0.5\nstore = \"{}\"", store.display()),
+            &format!("interval_s = 0.5\nstore = \"{}\"", store.url),
             1,
         )
         .replacen(
@@ -60,10 +68,11 @@ fn start(dir: &Path, brokers: &str, store: &Path, pd: u16) -> Instance {
     let child = Command::new(forewarn_bin())
         .args(["serve", "--config", "forewarn.toml"])
         .current_dir(dir)
+        .envs(store.env.iter().map(|(k, v)| (k, v)))
         .env("FW_E2E_PD_KEY", "e2e-routing-key")
         .env("FW_E2E_SLACK_URL", format!("http://127.0.0.1:{pd}/slack"))
         .env("FW_E2E_TOKEN", TOKEN)
-        .env("FOREWARN_LOG", "info")
+        .env("FOREWARN_LOG", "info,detector::fleet=debug")
         .stdout(Stdio::null())
         .stderr(
             std::fs::OpenOptions::new()
@@ -122,6 +131,49 @@ fn top_gpus(api: u16, n: usize) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Prints what docs/performance.md records: each takeover's log line (its
+/// restore time), partition checkpoint sizes (directory store) and the
+/// fleet topic's bytes per assessment.
+fn report(dir: &Path, live: &[Instance]) {
+    for i in ["i1", "i2", "i3", "i4"] {
+        let log = std::fs::read_to_string(dir.join(i).join("serve.log")).unwrap_or_default();
+        for line in log.lines().filter(|l| {
+            l.contains("partitions taken over") || l.contains("fleet alert stage taken over")
+        }) {
+            eprintln!("{i}: {line}");
+        }
+    }
+    if let Ok(parts) = std::fs::read_dir(dir.join("store/partitions")) {
+        for p in parts.flatten() {
+            let newest = std::fs::read_dir(p.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|f| f.file_name().to_string_lossy().ends_with(".cbor"))
+                .filter_map(|f| Some((f.file_name(), f.metadata().ok()?.len())))
+                .max();
+            if let Some((name, len)) = newest {
+                eprintln!(
+                    "checkpoint {}/{}: {len} bytes",
+                    p.file_name().to_string_lossy(),
+                    name.to_string_lossy()
+                );
+            }
+        }
+    }
+    let (mut bytes, mut assessed) = (0.0, 0.0);
+    for i in live {
+        if let Some(m) = http_get(i.api, "/metrics") {
+            bytes += metric(&m, "forewarn_fleet_bytes_total");
+            assessed += metric(&m, "forewarn_assessments_total");
+        }
+    }
+    eprintln!(
+        "fleet topic (live instances): {bytes} bytes for {assessed} assessments, {:.0} B each",
+        bytes / assessed.max(1.0)
+    );
+}
+
 fn gpu_count(api: u16) -> u64 {
     http_get(api, "/v1/fleet")
         .and_then(|b| serde_json::from_str::<Value>(&b).ok())
@@ -132,26 +184,50 @@ fn gpu_count(api: u16) -> u64 {
 #[test]
 fn three_instances_one_killed_a_fourth_joins_page_each_incident_once() {
     let dir = scratch("fleet");
+    let store = Store {
+        url: dir.join("store").display().to_string(),
+        env: Vec::new(),
+    };
+    three_instances(&dir, &store);
+}
+
+/// The same on a bucket: a dead owner's leases outlive it there (the
+/// replacement runs its partitions and the stage before they expire).
+#[test]
+fn three_instances_on_an_s3_store() {
+    let dir = scratch("fleet-s3");
+    let Some(s3) = S3Server::start(&dir.join("s3")) else {
+        return;
+    };
+    s3.create_bucket("fw-fleet");
+    let store = Store {
+        url: "s3://fw-fleet/e2e".into(),
+        env: s3.env(),
+    };
+    three_instances(&dir, &store);
+    drop(s3);
+}
+
+fn three_instances(dir: &Path, store: &Store) {
     let Some(broker) = Broker::start(&dir.join("broker")) else {
         return;
     };
     broker.create_topic("telemetry", 4);
     broker.create_topic(FLEET_TOPIC, 1);
-    simulate_fleet(&dir, 96, 12, 5, Some(0.4));
+    simulate_fleet(dir, 96, 12, 5, Some(0.4));
     let pd = Receiver::start();
     // The uninterrupted reference: one process, the same policy.
     let plain = kafka_config(&broker.addr(), "unused", 0, free_port(), pd.port);
     std::fs::write(dir.join("forewarn.toml"), &plain).expect("config");
-    let reference = reference_events(&dir, "sim/telemetry.jsonl");
+    let reference = reference_events(dir, "sim/telemetry.jsonl");
     let expected = expected_pages(&reference);
     assert!(!expected.is_empty(), "the fleet has failures that page");
 
-    let store = dir.join("store");
     let brokers = broker.addr();
     let mut live = vec![
-        start(&dir.join("i1"), &brokers, &store, pd.port),
-        start(&dir.join("i2"), &brokers, &store, pd.port),
-        start(&dir.join("i3"), &brokers, &store, pd.port),
+        start(&dir.join("i1"), &brokers, store, pd.port),
+        start(&dir.join("i2"), &brokers, store, pd.port),
+        start(&dir.join("i3"), &brokers, store, pd.port),
     ];
     // Every member in the group before the data flows (tansu 0.6 wedges a
     // group whose members join while it rebalances under load).
@@ -171,7 +247,7 @@ fn three_instances_one_killed_a_fourth_joins_page_each_incident_once() {
             "--speed",
             "3600",
         ])
-        .current_dir(&dir)
+        .current_dir(dir)
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn replay");
@@ -184,17 +260,21 @@ fn three_instances_one_killed_a_fourth_joins_page_each_incident_once() {
     });
     let owner = owner.expect("owner");
     let victim = live[owner].api;
-    wait_for("a checkpoint and a page mid-stream", Duration::from_secs(120), || {
-        let ingested: f64 = live
-            .iter()
-            .filter_map(|i| http_get(i.api, "/metrics"))
-            .map(|m| metric(&m, "forewarn_samples_ingested_total"))
-            .sum();
-        ingested > 40_000.0
-            && http_get(victim, "/metrics")
-                .is_some_and(|m| metric(&m, "forewarn_checkpoints_total") >= 2.0)
-            && !pd.bodies("/v2/enqueue").is_empty()
-    });
+    wait_for(
+        "a checkpoint and a page mid-stream",
+        Duration::from_secs(120),
+        || {
+            let ingested: f64 = live
+                .iter()
+                .filter_map(|i| http_get(i.api, "/metrics"))
+                .map(|m| metric(&m, "forewarn_samples_ingested_total"))
+                .sum();
+            ingested > 40_000.0
+                && http_get(victim, "/metrics")
+                    .is_some_and(|m| metric(&m, "forewarn_checkpoints_total") >= 2.0)
+                && !pd.bodies("/v2/enqueue").is_empty()
+        },
+    );
     let killed_at = Instant::now();
     let mut gone = live.remove(owner);
     gone.child.kill().expect("kill -9");
@@ -203,7 +283,7 @@ fn three_instances_one_killed_a_fourth_joins_page_each_incident_once() {
     // A replacement after the dead member's session expired (10 s): tansu
     // 0.6 moves a SIGKILLed member's partitions only when another joins.
     std::thread::sleep(Duration::from_secs(11));
-    live.push(start(&dir.join("i4"), &brokers, &store, pd.port));
+    live.push(start(&dir.join("i4"), &brokers, store, pd.port));
     assert!(replay.wait().expect("replay").success(), "replay failed");
 
     // A silence added on one instance holds on every one.
@@ -215,17 +295,35 @@ fn three_instances_one_killed_a_fourth_joins_page_each_incident_once() {
 
     // Caught up: every live instance reads nothing behind, the views
     // hold the whole fleet, the receivers go quiet.
-    wait_for("the instances to catch up", Duration::from_secs(240), || {
-        live.iter().all(|i| {
-            http_get(i.api, "/metrics").is_some_and(|m| {
-                m.contains("forewarn_consumer_lag{") && metric(&m, "forewarn_consumer_lag") == 0.0
-            }) && gpu_count(i.api) == 96
-        })
-    });
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let seen: Vec<(Option<f64>, u64)> = live
+            .iter()
+            .map(|i| {
+                let lag = http_get(i.api, "/metrics")
+                    .filter(|m| m.contains("forewarn_consumer_lag{"))
+                    .map(|m| metric(&m, "forewarn_consumer_lag"));
+                (lag, gpu_count(i.api))
+            })
+            .collect();
+        if seen
+            .iter()
+            .all(|(lag, gpus)| *lag == Some(0.0) && *gpus == 96)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the instances did not catch up: (lag, GPUs) per instance {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let takeover_s = killed_at.elapsed().as_secs_f64();
     let owners = live.iter().filter(|i| owns_stage(i.api)).count();
     assert_eq!(owners, 1, "one instance runs the fleet's alert stage");
     wait_settled(&pd.log, Duration::from_secs(90));
+
+    report(dir, &live);
 
     let events = pd.bodies("/v2/enqueue");
     let got = incidents(&events);
@@ -258,5 +356,5 @@ fn three_instances_one_killed_a_fourth_joins_page_each_incident_once() {
     );
     drop(live);
     drop(broker);
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(dir).ok();
 }

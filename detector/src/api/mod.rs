@@ -147,7 +147,10 @@ async fn readyz(AxState(state): AxState<AppState>) -> impl IntoResponse {
     } else {
         format!("partitions: {}\n", owned.join(","))
     };
-    if state.fleet_stage_owner.load(std::sync::atomic::Ordering::Relaxed) {
+    if state
+        .fleet_stage_owner
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
         partitions.push_str("fleet alert stage: here\n");
     }
     if why.is_empty() {

@@ -19,8 +19,9 @@
 //! Silences created or expired on any instance travel as
 //! [`Record::Silence`] commands to the owner, which publishes the resulting
 //! list ([`Record::Snapshot`]); the owner also publishes the alert events it
-//! delivered ([`Record::Events`]), which the views show and which a new owner
-//! uses to skip what its predecessor already sent.
+//! made ([`Record::Events`]), which the views show, and, once its outbox has
+//! handed them to every receiver, their keys ([`Record::Delivered`]), which a
+//! new owner uses to skip what its predecessor already sent.
 //!
 //! Records are CBOR; [`encode`] / [`decode`] name the problem on bad bytes.
 
@@ -56,8 +57,13 @@ pub enum Record {
     Round(Round),
     /// A silence to add or expire, from the instance whose REST took it.
     Silence(SilenceCommand),
-    /// Alert state changes the stage's owner delivered.
+    /// Alert state changes the stage's owner made (what views show).
     Events(Vec<AlertEvent>),
+    /// Alert state changes whose notifications every receiver has accepted
+    /// (the owner's outbox held nothing more when this was written), as
+    /// (dedup key, status, event time): a new owner does not send these
+    /// again; any other it holds from its catch-up it sends (at least once).
+    Delivered(Vec<(String, alerts::Status, i64)>),
     /// The owner's silences and active alerts (after a silence change and
     /// at every stage checkpoint): a view that starts late catches up.
     Snapshot {

@@ -3,7 +3,8 @@
 //! fleet topic; the one assigned its partition owns the stage.
 //!
 //! - **Take over** (assigned): claim the partition in the checkpoint store
-//!   (waiting up to [`CLAIM_WAIT`] for the previous owner to let go),
+//!   (waiting up to [`CLAIM_WAIT`] for the previous owner to let go; past
+//!   that it runs unclaimed and checkpoints once the claim is its own),
 //!   restore the stage's newest checkpoint (or start fresh), resume exactly
 //!   at its offset, and catch up to the end of the topic seen at takeover
 //!   before delivering anything (a predecessor's deliveries are not sent
@@ -29,14 +30,14 @@ use tokio_util::sync::CancellationToken;
 use super::publish::Publisher;
 use super::stage::FleetStage;
 use crate::checkpoint::{PartitionCheckpoint, PartitionKey};
-use crate::pipeline::alerting::AlertStage;
 use crate::pipeline::AlertSink;
+use crate::pipeline::alerting::AlertStage;
 use crate::pipeline::run::SharedPartitionStore;
 use crate::sources::kafka::KafkaSettings;
 use crate::state::State;
 
 /// Longest a new owner waits for the previous one's claim to go.
-pub const CLAIM_WAIT: Duration = Duration::from_secs(10);
+pub const CLAIM_WAIT: Duration = Duration::from_secs(5);
 
 /// The stage's name in component health.
 pub const FLEET_STAGE: &str = "fleet_alert_stage";
@@ -79,6 +80,13 @@ struct Owned {
     last_checkpoint: Instant,
     /// Records applied since the last checkpoint.
     dirty: bool,
+    /// A silence changed and its list is not published yet (held during
+    /// the catch-up).
+    silences_changed: bool,
+    /// Events delivered to the sink whose notifications some receiver has
+    /// not accepted yet (published as [`super::Record::Delivered`] once
+    /// the outbox is empty).
+    unsettled: Vec<(String, alerts::Status, i64)>,
 }
 
 struct Shared {
@@ -126,7 +134,10 @@ impl Shared {
             return;
         };
         if let Err(e) = self.checkpoint(&mut o, consumer) {
-            tracing::error!(error = format!("{e:#}"), "fleet alert stage: last checkpoint failed; the next owner replays from the one before");
+            tracing::error!(
+                error = format!("{e:#}"),
+                "fleet alert stage: last checkpoint failed; the next owner replays from the one before"
+            );
         }
         if let Ok(mut store) = self.cfg.store.lock() {
             store.release(&self.key());
@@ -153,6 +164,18 @@ impl Shared {
                 .store
                 .lock()
                 .map_err(|_| anyhow::anyhow!("the checkpoint store's lock is poisoned"))?;
+            if !store.owns(&key)
+                && let Err(e) = store.claim(&key)
+            {
+                tracing::debug!(
+                    error = format!("{e:#}"),
+                    "fleet alert stage: not checkpointed, the claim is still held"
+                );
+                drop(store);
+                o.last_checkpoint = Instant::now();
+                self.cfg.publisher.snapshot(o.fs.silences(), o.fs.active());
+                return Ok(());
+            }
             let c = PartitionCheckpoint {
                 topic: key.0.clone(),
                 partition: key.1,
@@ -174,9 +197,7 @@ impl Shared {
         }
         o.last_checkpoint = Instant::now();
         o.dirty = false;
-        self.cfg
-            .publisher
-            .snapshot(o.fs.silences(), o.fs.active());
+        self.cfg.publisher.snapshot(o.fs.silences(), o.fs.active());
         tracing::debug!(offset = o.next, bytes, "fleet alert stage checkpointed");
         Ok(())
     }
@@ -196,7 +217,14 @@ impl Shared {
             match claimed {
                 Ok(()) => break,
                 Err(e) if Instant::now() >= deadline => {
-                    return Err(e).context("the previous owner still holds the fleet alert stage");
+                    // A dead owner's lease on an object store outlives it
+                    // (docs/scaling.md): run the stage now, checkpoint it
+                    // once the claim is ours.
+                    tracing::warn!(
+                        error = format!("{e:#}"),
+                        "fleet alert stage: the previous owner's claim is still held; taking over without it, checkpoints wait for it"
+                    );
+                    break;
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(200)),
             }
@@ -234,13 +262,15 @@ impl Shared {
             end_at_takeover: end,
             last_checkpoint: Instant::now(),
             dirty: false,
+            silences_changed: false,
+            unsettled: Vec::new(),
         };
         if o.next < end {
             o.fs.start_catch_up();
         }
-        self.cfg.state.set_silences(
-            o.fs.stage.engine.silences().to_vec(),
-        );
+        self.cfg
+            .state
+            .set_silences(o.fs.stage.engine.silences().to_vec());
         tracing::info!(
             from = ?want,
             end,
@@ -272,9 +302,18 @@ impl Shared {
         if let Some(want) = o.want.take()
             && offset != want
         {
-            tracing::info!(from = offset, to = want, "fleet alert stage: seeking to the checkpoint's offset");
+            tracing::info!(
+                from = offset,
+                to = want,
+                "fleet alert stage: seeking to the checkpoint's offset"
+            );
             consumer
-                .seek(&self.cfg.topic, super::PARTITION, Offset::Offset(want), Duration::from_secs(10))
+                .seek(
+                    &self.cfg.topic,
+                    super::PARTITION,
+                    Offset::Offset(want),
+                    Duration::from_secs(10),
+                )
                 .context("seeking the fleet topic")?;
             return Ok(());
         }
@@ -291,6 +330,7 @@ impl Shared {
             }
         };
         let mut events = applied.events;
+        o.silences_changed |= applied.silences_changed;
         if o.fs.is_catching_up() {
             if o.next < o.end_at_takeover {
                 return Ok(());
@@ -298,7 +338,7 @@ impl Shared {
             events = o.fs.caught_up();
         }
         self.deliver(o, &events)?;
-        if applied.silences_changed {
+        if std::mem::take(&mut o.silences_changed) {
             self.cfg.publisher.snapshot(o.fs.silences(), o.fs.active());
             self.cfg
                 .state
@@ -312,9 +352,22 @@ impl Shared {
 
     fn deliver(&self, o: &mut Owned, events: &[AlertEvent]) -> anyhow::Result<()> {
         // Called with no events too: routing timers run on event time.
+        if !events.is_empty() {
+            tracing::debug!(clock = o.fs.clock_ms(), progress = ?o.fs.progress(), events = events.len(), "fleet alert stage delivers");
+        }
         o.sink.deliver(events, o.fs.clock_ms())?;
         self.cfg.publisher.events(events);
+        o.unsettled.extend(events.iter().map(super::stage::key_of));
+        Self::settle(&self.cfg.publisher, o);
         Ok(())
+    }
+
+    /// Publishes the keys of delivered events once the outbox holds
+    /// nothing more.
+    fn settle(publisher: &Publisher, o: &mut Owned) {
+        if !o.unsettled.is_empty() && o.sink.settled() {
+            publisher.delivered(std::mem::take(&mut o.unsettled));
+        }
     }
 }
 
@@ -346,7 +399,11 @@ pub fn run(cfg: OwnerConfig, stop: &CancellationToken) -> anyhow::Result<()> {
             .map(|mut a| std::mem::take(&mut *a))
             .unwrap_or(false);
         if assigned && let Err(e) = shared.take_over(&consumer) {
-            shared.cfg.state.health.degraded(FLEET_STAGE, format!("{e:#}"));
+            shared
+                .cfg
+                .state
+                .health
+                .degraded(FLEET_STAGE, format!("{e:#}"));
             tracing::error!(error = format!("{e:#}"), "fleet alert stage not taken over");
         }
         match msg {
@@ -354,12 +411,22 @@ pub fn run(cfg: OwnerConfig, stop: &CancellationToken) -> anyhow::Result<()> {
                 if let Some(p) = m.payload()
                     && let Err(e) = shared.message(&consumer, m.offset(), p)
                 {
-                    shared.cfg.state.health.degraded(FLEET_STAGE, format!("{e:#}"));
+                    shared
+                        .cfg
+                        .state
+                        .health
+                        .degraded(FLEET_STAGE, format!("{e:#}"));
                     tracing::error!(error = format!("{e:#}"), "fleet alert stage");
                 }
             }
             Some(Err(e)) => tracing::debug!(error = %e, "fleet alert stage: consumer error"),
             None => {
+                // The outbox drains on its own: say what it delivered.
+                if let Ok(mut owned) = shared.owned.lock()
+                    && let Some(o) = owned.as_mut()
+                {
+                    Shared::settle(&shared.cfg.publisher, o);
+                }
                 // An idle topic: checkpoint what was applied.
                 if last_idle.elapsed() >= every
                     && let Ok(mut owned) = shared.owned.lock()
@@ -369,7 +436,10 @@ pub fn run(cfg: OwnerConfig, stop: &CancellationToken) -> anyhow::Result<()> {
                 {
                     last_idle = Instant::now();
                     if let Err(e) = shared.checkpoint(o, &consumer) {
-                        tracing::error!(error = format!("{e:#}"), "fleet alert stage checkpoint failed");
+                        tracing::error!(
+                            error = format!("{e:#}"),
+                            "fleet alert stage checkpoint failed"
+                        );
                     }
                 }
             }

@@ -7,8 +7,8 @@
 //! out in pieces, each naming the partitions and horizon, racks and
 //! evictions in the last.
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use alerts::AlertEvent;
@@ -27,10 +27,47 @@ use crate::sources::kafka::KafkaSettings;
 pub const CHUNK: usize = 1_000;
 
 /// Counts failed deliveries.
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub struct Delivery {
     pub failed: AtomicU64,
     pub sent: AtomicU64,
+    /// Payload bytes handed to the producer.
+    pub bytes: AtomicU64,
+}
+
+/// Records the fleet topic's writer delivered or lost.
+pub const RECORDS: &str = "forewarn_fleet_records_total";
+/// Payload bytes written to the fleet topic.
+pub const BYTES: &str = "forewarn_fleet_bytes_total";
+
+impl crate::metrics::SourceMetrics for Delivery {
+    fn render(&self) -> String {
+        use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
+        let reg = Registry::new();
+        if let Ok(c) = IntCounterVec::new(
+            Opts::new(
+                RECORDS,
+                "Records this instance wrote to the fleet topic, by result (failed: not delivered, logged).",
+            ),
+            &["result"],
+        ) {
+            c.with_label_values(&["sent"])
+                .inc_by(self.sent.load(Relaxed));
+            c.with_label_values(&["failed"])
+                .inc_by(self.failed.load(Relaxed));
+            let _ = reg.register(Box::new(c));
+        }
+        if let Ok(c) = IntCounter::new(
+            BYTES,
+            "Payload bytes this instance wrote to the fleet topic.",
+        ) {
+            c.inc_by(self.bytes.load(Relaxed));
+            let _ = reg.register(Box::new(c));
+        }
+        let mut s = String::new();
+        let _ = prometheus::TextEncoder::new().encode_utf8(&reg.gather(), &mut s);
+        s
+    }
 }
 
 /// The producer's context: the shared counters.
@@ -48,7 +85,7 @@ impl ProducerContext for DeliveryCtx {
             }
             Err((e, _)) => {
                 let n = self.0.failed.fetch_add(1, Relaxed);
-                if n % 100 == 0 {
+                if n.is_multiple_of(100) {
                     tracing::error!(error = %e, failed = n + 1, "fleet topic: a record was not delivered");
                 }
             }
@@ -103,11 +140,12 @@ impl Publisher {
         // A full local queue: wait for room rather than lose the record.
         loop {
             match self.producer.send(rec) {
-                Ok(()) => return,
+                Ok(()) => {
+                    self.delivery.bytes.fetch_add(bytes.len() as u64, Relaxed);
+                    return;
+                }
                 Err((e, back)) => {
-                    if e.rdkafka_error_code()
-                        != Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
-                    {
+                    if e.rdkafka_error_code() != Some(rdkafka::types::RDKafkaErrorCode::QueueFull) {
                         self.delivery.failed.fetch_add(1, Relaxed);
                         tracing::error!(error = %e, "fleet topic: record not sent");
                         return;
@@ -178,6 +216,13 @@ impl Publisher {
     pub fn events(&self, events: &[AlertEvent]) {
         if !events.is_empty() {
             self.send(&Record::Events(events.to_vec()));
+        }
+    }
+
+    /// Keys of events whose notifications every receiver accepted.
+    pub fn delivered(&self, keys: Vec<(String, alerts::Status, i64)>) {
+        if !keys.is_empty() {
+            self.send(&Record::Delivered(keys));
         }
     }
 

@@ -14,9 +14,10 @@
 //! - **Hand-over of the stage itself.** A new owner restores the stage's
 //!   checkpoint and re-reads the topic from its offset to the end seen at
 //!   takeover ("catching up"). What it would deliver meanwhile is held; the
-//!   events its predecessor delivered ([`super::Record::Events`]) are
-//!   noted; at the end of the catch-up only events not delivered before
-//!   go out.
+//!   events whose notifications its predecessor's receivers accepted
+//!   ([`super::Record::Delivered`]) are noted; at the end of the catch-up
+//!   every other held event goes out (at least once: one accepted just
+//!   before the predecessor died, unconfirmed, is sent again).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -72,7 +73,7 @@ struct Snapshot {
     active: Vec<AlertEvent>,
 }
 
-fn key_of(e: &AlertEvent) -> (String, Status, i64) {
+pub fn key_of(e: &AlertEvent) -> (String, Status, i64) {
     (e.dedup_key.clone(), e.status, e.ts)
 }
 
@@ -153,6 +154,11 @@ impl FleetStage {
         out
     }
 
+    /// Each telemetry partition's progress (for the log).
+    pub fn progress(&self) -> &BTreeMap<String, i64> {
+        &self.progress
+    }
+
     /// Event time the stage's timers run on.
     pub fn clock_ms(&self) -> i64 {
         self.stage.clock_ms()
@@ -181,11 +187,12 @@ impl FleetStage {
             Record::Silence(cmd) => {
                 applied.silences_changed = self.silence(cmd);
             }
-            Record::Events(events) => {
+            Record::Delivered(keys) => {
                 if let Some(c) = &mut self.catch_up {
-                    c.delivered.extend(events.iter().map(key_of));
+                    c.delivered.extend(keys);
                 }
             }
+            Record::Events(_) => {}
             Record::Snapshot { .. } => {}
         }
         self.settle(&mut applied.events);

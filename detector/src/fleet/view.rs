@@ -71,7 +71,7 @@ impl View {
                 state.set_silences(super::silences_of(&silences));
                 state.set_active(&active);
             }
-            Record::Silence(_) => {}
+            Record::Silence(_) | Record::Delivered(_) => {}
         }
     }
 }

@@ -50,6 +50,8 @@ pub trait SourceMetrics: Send + Sync + std::fmt::Debug {
 pub struct Metrics {
     /// The running source's own metrics, if it keeps any.
     pub source: std::sync::OnceLock<std::sync::Arc<dyn SourceMetrics>>,
+    /// The fleet topic's writer (docs/scaling.md), when there is one.
+    pub fleet: std::sync::OnceLock<std::sync::Arc<dyn SourceMetrics>>,
     pub samples_in: AtomicU64,
     pub assessments: AtomicU64,
     pub gpus: AtomicU64,
@@ -78,6 +80,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             source: std::sync::OnceLock::new(),
+            fleet: std::sync::OnceLock::new(),
             samples_in: AtomicU64::new(0),
             assessments: AtomicU64::new(0),
             gpus: AtomicU64::new(0),
@@ -166,6 +169,19 @@ impl Metrics {
     pub fn set_lag(&self, partition: String, lag: i64) {
         if let Ok(mut m) = self.lag.lock() {
             m.insert(partition, lag);
+        }
+    }
+
+    /// The consumer lag gauge: partition → messages behind.
+    pub fn lags(&self) -> BTreeMap<String, i64> {
+        self.lag.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// Drops the lag of every partition but `partitions` (those this
+    /// instance no longer reads).
+    pub fn keep_lag(&self, partitions: &[String]) {
+        if let Ok(mut m) = self.lag.lock() {
+            m.retain(|k, _| partitions.contains(k));
         }
     }
 
@@ -295,6 +311,9 @@ impl Metrics {
         let mut text = p.text();
         if let Some(source) = self.source.get() {
             text.push_str(&source.render());
+        }
+        if let Some(fleet) = self.fleet.get() {
+            text.push_str(&fleet.render());
         }
         text
     }

@@ -246,7 +246,6 @@ impl AlertThread {
         }
         Ok(())
     }
-
 }
 
 /// A command with a fleet topic: silence changes go to the fleet's alert
@@ -318,6 +317,17 @@ impl AlertThread {
             let Some(&offset) = offsets.get(&u.key) else {
                 continue;
             };
+            if !store.owns(&u.key) {
+                // Taken over while its previous owner's lock or lease was
+                // still held (a dead owner's lease outlives it): said at
+                // ERROR when it was taken; checkpointed once it is free.
+                if let Err(e) = store.claim(&u.key) {
+                    tracing::debug!(topic = %u.key.0, partition = u.key.1, error = format!("{e:#}"), "partition not checkpointed yet: still held by its previous owner");
+                    offsets.remove(&u.key);
+                    continue;
+                }
+                tracing::info!(topic = %u.key.0, partition = u.key.1, "partition claimed: checkpointed here from now on");
+            }
             let done = u.state.and_then(|shard| {
                 let c = PartitionCheckpoint {
                     topic: u.key.0.clone(),

@@ -119,6 +119,7 @@ impl Feed {
         horizon_ms: Option<i64>,
     ) -> Vec<Round> {
         self.samples += batch.len() as u64;
+        let had_input = !batch.is_empty();
         let wall = self.live.then(crate::checkpoint::wall_ms);
         let mut batch = batch;
         let into = buffers::take(batch.len());
@@ -126,9 +127,12 @@ impl Feed {
         buffers::give(batch);
         let samples = self.account(admitted);
         let clock_ms = self.admission.clock_ms();
-        self.state
-            .metrics
-            .batch_taken(wall.unwrap_or_else(crate::checkpoint::wall_ms), clock_ms);
+        // An empty batch (an idle source's new horizon) is not input.
+        if had_input {
+            self.state
+                .metrics
+                .batch_taken(wall.unwrap_or_else(crate::checkpoint::wall_ms), clock_ms);
+        }
         // Partitioned input is the source's horizon, not the gate's clock.
         self.partitioned |= horizon_ms.is_some();
         // Silence and alert timers run on the robust clock: no minority of

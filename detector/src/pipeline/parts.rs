@@ -21,6 +21,12 @@ pub trait AlertSink: Send {
     fn snapshot(&self) -> anyhow::Result<Vec<u8>> {
         Ok(Vec::new())
     }
+    /// Whether every notification made so far has been accepted by its
+    /// receiver (or given up on): nothing is left that only this process
+    /// could still send.
+    fn settled(&self) -> bool {
+        true
+    }
 }
 
 /// Pipeline settings.

@@ -47,8 +47,8 @@ fn check_topic(kafka: &KafkaSettings, topic: &str) -> anyhow::Result<()> {
     };
     if let Some(e) = t.error() {
         anyhow::bail!(
-            "source.fleet_topic {topic:?}: {:?} (create it with one partition)",
-            rdkafka::types::RDKafkaRespErr::from(e)
+            "source.fleet_topic {topic:?}: {} (create it with one partition)",
+            rdkafka::types::RDKafkaErrorCode::from(e)
         );
     }
     anyhow::ensure!(
@@ -76,6 +76,7 @@ pub(super) fn start(
     check_topic(kafka, topic)?;
     let publisher = Arc::new(Publisher::open(kafka, topic, instance)?);
     pipeline.set_fleet(publisher.clone());
+    let _ = state.metrics.fleet.set(publisher.delivery.clone());
     let mut threads = Vec::new();
     state.health.register(view::FLEET_VIEW, false);
     {
@@ -146,6 +147,9 @@ pub(super) fn start(
             })
             .context("spawning the fleet alert stage")?,
     );
-    tracing::info!(topic, "fleet topic: one alert stage and one view for the whole group");
+    tracing::info!(
+        topic,
+        "fleet topic: one alert stage and one view for the whole group"
+    );
     Ok(threads)
 }

@@ -67,6 +67,10 @@ impl AlertSink for RouterSink {
         super::router_snapshot(&self.router)
     }
 
+    fn settled(&self) -> bool {
+        self.router.settled()
+    }
+
     fn deliver(&mut self, events: &[AlertEvent], now_ms: i64) -> anyhow::Result<()> {
         for e in events {
             tracing::info!(status = ?e.status, severity = ?e.severity, kind = %e.kind, dedup_key = %e.dedup_key, "{}", e.summary);

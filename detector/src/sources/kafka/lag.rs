@@ -114,21 +114,32 @@ pub(super) fn report_lag(
     }
 }
 
-/// Total lag over the partitions statistics have reported, each
-/// partition's published; `None` before any.
+/// Total lag over the assigned partitions statistics have reported, each
+/// partition's published; `None` before any. A partition that moved to
+/// another member counts no more here (its last lag would hold this
+/// instance unready for good) and leaves the gauge.
 fn total_lag(shared: &Shared, state: &State) -> Option<i64> {
-    let (Ok(high), Ok(sent)) = (shared.high.lock(), shared.sent.lock()) else {
+    // The order `Shared::horizon` takes them in.
+    let (Ok(assigned), Ok(high), Ok(sent)) = (
+        shared.assigned.lock(),
+        shared.high.lock(),
+        shared.sent.lock(),
+    ) else {
         return None;
     };
-    if high.is_empty() {
-        return None;
-    }
-    let mut total = 0i64;
-    for ((t, p), hi) in high.iter() {
-        let next = sent.get(&(t.clone(), *p)).copied().unwrap_or(0);
+    let mut total = None::<i64>;
+    let mut shown = Vec::with_capacity(assigned.len());
+    for key in assigned.iter() {
+        let Some(hi) = high.get(key) else {
+            continue;
+        };
+        let next = sent.get(key).copied().unwrap_or(0);
         let lag = (hi - next).max(0);
-        total = total.saturating_add(lag);
-        state.metrics.set_lag(format!("{t}/{p}"), lag);
+        total = Some(total.unwrap_or(0).saturating_add(lag));
+        let name = format!("{}/{}", key.0, key.1);
+        state.metrics.set_lag(name.clone(), lag);
+        shown.push(name);
     }
-    Some(total)
+    state.metrics.keep_lag(&shown);
+    total
 }

@@ -235,6 +235,15 @@ fn a_second_member_takes_its_partitions_warm_and_nothing_is_lost() {
     let stays = 1 - moved;
     let (off, _, n) = offset_of(moved).expect("moved partition's checkpoint");
     assert_eq!(off, counts[moved as usize], "B resumes where A stopped");
+    // A's lag gauge (and readiness) count only the partition it kept.
+    wait_for(
+        "A's lag gauge drops the moved partition",
+        Duration::from_secs(30),
+        || {
+            a.state.metrics.lags().keys().cloned().collect::<Vec<_>>()
+                == vec![format!("{TOPIC}/{stays}")]
+        },
+    );
     assert_eq!(n, held[moved as usize], "A handed over every GPU");
 
     // A stops (SIGTERM's path): it leaves the group, B takes the rest warm.

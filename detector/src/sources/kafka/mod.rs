@@ -114,7 +114,13 @@ struct Source<'a> {
     total: u64,
     /// Partition-aligned state (see [`units`]).
     units: Option<PartitionUnits>,
+    /// The horizon the pipeline last got, and when it was checked idle.
+    horizon_sent: Option<i64>,
+    idle_check: Instant,
 }
+
+/// How often an idle source tells the pipeline how far its partitions got.
+const IDLE_HORIZON: Duration = Duration::from_secs(1);
 
 /// Consumes until `stop` is cancelled. Returns samples handed to the
 /// pipeline.
@@ -219,6 +225,8 @@ impl<'a> Source<'a> {
             dirty: false,
             total: 0,
             units,
+            horizon_sent: None,
+            idle_check: Instant::now(),
         };
         Ok((src, consumer))
     }
@@ -387,6 +395,7 @@ impl<'a> Source<'a> {
             // host peers that show a GPU is lost, not its host) are still
             // unprocessed.
             let horizon = self.shared.horizon();
+            self.horizon_sent = horizon;
             if let Ok(mut sent) = self.shared.sent.lock() {
                 sent.append(&mut self.batch.offsets);
             }
@@ -401,6 +410,17 @@ impl<'a> Source<'a> {
                 .send_from(b, self.batch.origin.take(), horizon)?;
             self.batch.offsets.clear();
             self.dirty = true;
+        } else if self.batch.samples.is_empty() && self.idle_check.elapsed() >= IDLE_HORIZON {
+            // Nothing to send: the horizon a batch carried is from before
+            // it, and moves on only as partitions catch up and go quiet.
+            // Without this, timers (and the fleet's alert stage) would wait
+            // for the next message to see the last batch's samples judged.
+            self.idle_check = Instant::now();
+            let horizon = self.shared.horizon();
+            if horizon != self.horizon_sent {
+                self.horizon_sent = horizon;
+                self.pipeline.send_from(Vec::new(), None, horizon)?;
+            }
         }
         if ckpt_due && self.dirty {
             self.dirty = false;

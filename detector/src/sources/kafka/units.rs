@@ -24,8 +24,10 @@ use crate::pipeline::shard::Shard;
 use crate::pipeline::{Pipeline, PipelineConfig};
 
 /// Longest an assign waits for the partitions' previous owner to let go of
-/// their locks (it releases them right after its revoke checkpoint).
-const CLAIM_WAIT: Duration = Duration::from_secs(10);
+/// their locks (it releases them right after its revoke checkpoint, before
+/// the group's new assignment is out; only a dead owner's lease on a
+/// bucket, which outlives it, makes anyone wait this long).
+const CLAIM_WAIT: Duration = Duration::from_secs(5);
 
 /// What the source needs to run partition units.
 pub struct PartitionUnits {
