@@ -37,24 +37,25 @@ pub const IN_CHECKPOINT_DIR: &str = "silences.json";
 #[derive(Serialize, Deserialize)]
 struct FileBody {
     version: u32,
-    silences: Vec<Record>,
+    silences: Vec<SilenceRecord>,
 }
 
-/// One silence, times in epoch ms (an expired silence may end before it
-/// starts, which the REST shape refuses).
+/// One silence as this file and the fleet topic (`crate::fleet`) carry
+/// it: times in epoch ms (an expired silence may end before it starts,
+/// which the REST shape refuses), matchers in their JSON shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Record {
-    id: String,
-    matchers: Vec<MatcherSpec>,
-    starts_at_ms: i64,
-    ends_at_ms: i64,
-    created_by: String,
-    comment: String,
+pub struct SilenceRecord {
+    pub id: String,
+    pub matchers: Vec<MatcherSpec>,
+    pub starts_at_ms: i64,
+    pub ends_at_ms: i64,
+    pub created_by: String,
+    pub comment: String,
 }
 
-impl Record {
-    fn of(s: &Silence) -> Self {
-        Record {
+impl From<&Silence> for SilenceRecord {
+    fn from(s: &Silence) -> Self {
+        SilenceRecord {
             id: s.id.clone(),
             matchers: s.matchers.iter().map(Matcher::spec).collect(),
             starts_at_ms: s.starts_at_ms,
@@ -63,8 +64,11 @@ impl Record {
             comment: s.comment.clone(),
         }
     }
+}
 
-    fn silence(&self) -> anyhow::Result<Silence> {
+impl SilenceRecord {
+    /// The silence, its matchers compiled (a bad one names the silence).
+    pub fn to_silence(&self) -> anyhow::Result<Silence> {
         let matchers = self
             .matchers
             .iter()
@@ -124,7 +128,7 @@ impl SilenceFile {
     pub fn save(&self, list: &[Silence]) -> anyhow::Result<()> {
         let body = FileBody {
             version: FILE_VERSION,
-            silences: list.iter().map(Record::of).collect(),
+            silences: list.iter().map(SilenceRecord::from).collect(),
         };
         let bytes = serde_json::to_vec_pretty(&body).context("encoding silences")?;
         let name = self.path.display();
@@ -165,7 +169,7 @@ impl SilenceFile {
     /// The records in the file; none when it does not exist. A file that
     /// does not parse is an error naming it (never silently ignored: the
     /// silences it holds would page).
-    fn load(&self) -> anyhow::Result<Vec<Record>> {
+    fn load(&self) -> anyhow::Result<Vec<SilenceRecord>> {
         let bytes = match fs::read(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -200,7 +204,7 @@ impl SilenceFile {
         let mut done = Applied::default();
         for r in self.load()? {
             if r.id.starts_with("config-") || config.iter().any(|c| c.id == r.id) {
-                let saved = r.silence().ok();
+                let saved = r.to_silence().ok();
                 match saved.and_then(|s| config.iter().find(|c| c.same_but_end(&s))) {
                     Some(c) if r.ends_at_ms < c.ends_at_ms => {
                         engine.expire_silence(&r.id, r.ends_at_ms);
@@ -215,7 +219,7 @@ impl SilenceFile {
                 done.dropped += 1;
                 continue;
             }
-            match r.silence() {
+            match r.to_silence() {
                 Ok(s) => {
                     engine.add_silence(s);
                     done.restored += 1;

@@ -27,7 +27,6 @@
 
 use std::sync::Arc;
 
-use alerts::matcher::{Matcher, MatcherSpec};
 use alerts::{AlertEvent, Silence};
 use features::GpuId;
 use features::expected::rack::RackReading;
@@ -83,7 +82,7 @@ pub struct Round {
     /// reached; `None`: none is behind.
     pub horizon_ms: Option<i64>,
     pub assessments: Vec<WireAssessment>,
-    pub racks: Vec<WireRack>,
+    pub racks: Vec<RackReading>,
     /// GPUs the instance stopped tracking (admission's limit).
     pub evicted: Vec<GpuId>,
 }
@@ -126,43 +125,6 @@ impl WireAssessment {
     }
 }
 
-/// A rack air reading ([`RackReading`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WireRack {
-    pub rack: Arc<str>,
-    pub cluster: Option<Arc<str>>,
-    pub end_ms: i64,
-    pub shift_c: f32,
-    pub samples: u32,
-    pub hosts: u32,
-}
-
-impl From<&RackReading> for WireRack {
-    fn from(r: &RackReading) -> Self {
-        WireRack {
-            rack: r.rack.clone(),
-            cluster: r.cluster.clone(),
-            end_ms: r.end_ms,
-            shift_c: r.shift_c,
-            samples: r.samples,
-            hosts: r.hosts,
-        }
-    }
-}
-
-impl From<&WireRack> for RackReading {
-    fn from(r: &WireRack) -> Self {
-        RackReading {
-            rack: r.rack.clone(),
-            cluster: r.cluster.clone(),
-            end_ms: r.end_ms,
-            shift_c: r.shift_c,
-            samples: r.samples,
-            hosts: r.hosts,
-        }
-    }
-}
-
 /// A silence change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum SilenceCommand {
@@ -170,49 +132,8 @@ pub enum SilenceCommand {
     Expire { id: String, at_ms: i64 },
 }
 
-/// A silence on the wire (matchers in their JSON shape).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WireSilence {
-    pub id: String,
-    pub matchers: Vec<MatcherSpec>,
-    pub starts_at_ms: i64,
-    pub ends_at_ms: i64,
-    pub created_by: String,
-    pub comment: String,
-}
-
-impl From<&Silence> for WireSilence {
-    fn from(s: &Silence) -> Self {
-        WireSilence {
-            id: s.id.clone(),
-            matchers: s.matchers.iter().map(Matcher::spec).collect(),
-            starts_at_ms: s.starts_at_ms,
-            ends_at_ms: s.ends_at_ms,
-            created_by: s.created_by.clone(),
-            comment: s.comment.clone(),
-        }
-    }
-}
-
-impl WireSilence {
-    /// The silence, its matchers compiled (a bad one names the silence).
-    pub fn to_silence(&self) -> Result<Silence, FleetError> {
-        let matchers = self
-            .matchers
-            .iter()
-            .map(Matcher::from_spec)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| FleetError::Decode(format!("silence {}: {e}", self.id)))?;
-        Ok(Silence {
-            id: self.id.clone(),
-            matchers,
-            starts_at_ms: self.starts_at_ms,
-            ends_at_ms: self.ends_at_ms,
-            created_by: self.created_by.clone(),
-            comment: self.comment.clone(),
-        })
-    }
-}
+/// A silence on the wire: the silences file's record.
+pub use crate::silence_file::SilenceRecord as WireSilence;
 
 /// The silences of `list` that compile (a bad one is logged and skipped).
 pub fn silences_of(list: &[WireSilence]) -> Vec<Silence> {
@@ -220,7 +141,7 @@ pub fn silences_of(list: &[WireSilence]) -> Vec<Silence> {
         .filter_map(|w| match w.to_silence() {
             Ok(s) => Some(s),
             Err(e) => {
-                tracing::warn!(error = %e, "fleet topic: silence skipped");
+                tracing::warn!(error = format!("{e:#}"), "fleet topic: silence skipped");
                 None
             }
         })

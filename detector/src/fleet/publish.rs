@@ -20,7 +20,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 
-use super::{FleetError, Record, Round, SilenceCommand, WireAssessment, WireRack, WireSilence};
+use super::{FleetError, Record, Round, SilenceCommand, WireAssessment, WireSilence};
 use crate::sources::kafka::KafkaSettings;
 
 /// Assessments per record (a record stays well under a broker's 1 MB).
@@ -186,11 +186,7 @@ impl Publisher {
                 partitions: partitions.clone(),
                 horizon_ms,
                 assessments: chunk.iter().map(WireAssessment::from).collect(),
-                racks: if last {
-                    racks.iter().map(WireRack::from).collect()
-                } else {
-                    Vec::new()
-                },
+                racks: if last { racks.to_vec() } else { Vec::new() },
                 evicted: if last { evicted.to_vec() } else { Vec::new() },
             };
             self.send(&Record::Round(round));

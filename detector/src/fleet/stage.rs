@@ -23,7 +23,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use alerts::{AlertEvent, Status};
 use features::GpuId;
-use features::expected::rack::RackReading;
 use features::hash::FxBuild;
 use serde::{Deserialize, Serialize};
 
@@ -241,7 +240,7 @@ impl FleetStage {
                 if self.racks.get(&key).is_some_and(|t| *t >= rack.end_ms) {
                     continue;
                 }
-                self.stage.push_rack(&RackReading::from(rack));
+                self.stage.push_rack(rack);
                 let n = newest.entry(key).or_insert(rack.end_ms);
                 *n = (*n).max(rack.end_ms);
             }

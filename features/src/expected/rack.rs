@@ -216,8 +216,9 @@ pub struct RackInput {
 }
 
 /// One rack's median air shift over one closed bucket, as one shard saw it
-/// (a rack split across shards gives one reading per shard).
-#[derive(Debug, Clone, PartialEq)]
+/// (a rack split across shards gives one reading per shard). Serialized
+/// on the fleet topic of a scaled-out group (detector's `fleet`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RackReading {
     pub rack: Arc<str>,
     pub cluster: Option<Arc<str>>,
