@@ -123,6 +123,10 @@ pub struct SimConfig {
     pub hosts_per_rack: usize,
     /// Racks per cluster; each cluster is one SKU.
     pub racks_per_cluster: usize,
+    /// Plant exactly one rack cooling incident (as `Scenario::RackCooling`
+    /// does) on top of the scenario's failures, instead of the mixed
+    /// scenario's ~1 per 50 rack-days.
+    pub rack_incident: bool,
 }
 
 impl Default for SimConfig {
@@ -139,6 +143,7 @@ impl Default for SimConfig {
             replace_failed: false,
             hosts_per_rack: 4,
             racks_per_cluster: 8,
+            rack_incident: false,
         }
     }
 }

@@ -277,7 +277,7 @@ pub(crate) fn plan(
     }
 
     // Rack cooling incidents: ~1 per 50 rack-days, or exactly one.
-    let plant_cooling = only == Some(FailureKind::RackCooling);
+    let plant_cooling = only == Some(FailureKind::RackCooling) || cfg.rack_incident;
     if cfg.scenario == Scenario::Mixed || plant_cooling {
         let mut incidents: Vec<(usize, i64)> = Vec::new();
         if plant_cooling {

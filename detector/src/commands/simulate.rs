@@ -73,6 +73,18 @@ pub struct SimulateArgs {
     /// Failures per GPU-day, before the power-law propensity spreads them.
     #[arg(long)]
     pub failure_rate: Option<f64>,
+    /// Add one scenario of the detection suite (`forewarn evaluate
+    /// --scenario`) to this fleet: its events (e.g. `rack_cooling`: one
+    /// rack's inlet air heats for 1-2 h) at this size, seed and duration,
+    /// with the scenario's failure rate unless --failure-rate is given.
+    /// Files only (not with --serve-metrics).
+    #[arg(long, value_name = "NAME")]
+    pub scenario: Option<String>,
+    /// Plant one rack cooling incident (one rack's inlet air 8-14 °C
+    /// warmer for 1-2 h, from 30-60 % into the run) besides the fleet's
+    /// failures: a run with both, for end-to-end tests.
+    #[arg(long)]
+    pub rack_incident: bool,
     /// Serve the fleet as a dcgm-exporter `/metrics` endpoint on this
     /// address (e.g. 127.0.0.1:9400) instead of writing files; `--start`
     /// defaults to now. Runs until killed.
@@ -174,6 +186,10 @@ fn write_prom(w: &mut impl Write, s: &Sample) -> std::io::Result<()> {
 
 pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.serve_metrics {
+        anyhow::ensure!(
+            args.scenario.is_none(),
+            "--scenario writes files; it does not go with --serve-metrics"
+        );
         return serve_metrics::run(args, addr);
     }
     let start_ms = parse_timestamp(&args.start)
@@ -185,8 +201,19 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         seed: args.seed,
         start_ms,
         dirty: args.dirty,
+        rack_incident: args.rack_incident,
         ..SimConfig::default()
     };
+    if let Some(name) = &args.scenario {
+        let run = datasets::scenarios::scenario(name, args.seed, false).with_context(|| {
+            format!(
+                "--scenario {name:?} is not a scenario; one of: {}",
+                datasets::scenarios::NAMES.join(", ")
+            )
+        })?;
+        cfg.scenario = run.config.scenario;
+        cfg.failure_rate_per_gpu_day = run.config.failure_rate_per_gpu_day;
+    }
     if let Some(rate) = args.failure_rate {
         cfg.failure_rate_per_gpu_day = rate;
     }

@@ -329,13 +329,22 @@ impl Shared {
                 return Ok(());
             }
         };
-        let mut events = applied.events;
+        let events = applied.events;
         o.silences_changed |= applied.silences_changed;
         if o.fs.is_catching_up() {
             if o.next < o.end_at_takeover {
                 return Ok(());
             }
-            events = o.fs.caught_up();
+            // Held events span the catch-up: deliver them as they
+            // happened, so an alert that fired and resolved meanwhile
+            // reaches its receivers as both (pushed together, a routing
+            // group would send only the resolve).
+            let mut held = o.fs.caught_up();
+            held.sort_by_key(|e| e.ts);
+            let clock = o.fs.clock_ms();
+            for chunk in held.chunk_by(|a, b| a.ts == b.ts) {
+                self.deliver_at(o, chunk, chunk[0].ts.min(clock))?;
+            }
         }
         self.deliver(o, &events)?;
         if std::mem::take(&mut o.silences_changed) {
@@ -351,11 +360,16 @@ impl Shared {
     }
 
     fn deliver(&self, o: &mut Owned, events: &[AlertEvent]) -> anyhow::Result<()> {
+        let now = o.fs.clock_ms();
+        self.deliver_at(o, events, now)
+    }
+
+    fn deliver_at(&self, o: &mut Owned, events: &[AlertEvent], now: i64) -> anyhow::Result<()> {
         // Called with no events too: routing timers run on event time.
         if !events.is_empty() {
-            tracing::debug!(clock = o.fs.clock_ms(), progress = ?o.fs.progress(), events = events.len(), "fleet alert stage delivers");
+            tracing::debug!(now, progress = ?o.fs.progress(), events = events.len(), "fleet alert stage delivers");
         }
-        o.sink.deliver(events, o.fs.clock_ms())?;
+        o.sink.deliver(events, now)?;
         self.cfg.publisher.events(events);
         o.unsettled.extend(events.iter().map(super::stage::key_of));
         Self::settle(&self.cfg.publisher, o);

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use alerts::{AlertEvent, Status};
 use features::GpuId;
+use features::expected::rack::RackReading;
 use features::hash::FxBuild;
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +43,9 @@ pub struct FleetStage {
     progress: BTreeMap<String, i64>,
     /// Newest rack bucket judged per rack.
     racks: HashMap<String, i64>,
+    /// Rack pieces waiting until every partition is past their bucket
+    /// (a rack split over instances comes in several rounds).
+    held_racks: Vec<RackReading>,
     /// Alerts firing, by dedup key (published for late views).
     active: BTreeMap<String, AlertEvent>,
     /// While catching up: events held back, and those already delivered.
@@ -69,6 +73,9 @@ struct Snapshot {
     seen: Vec<(GpuId, i64)>,
     progress: BTreeMap<String, i64>,
     racks: Vec<(String, i64)>,
+    /// Absent in stage checkpoints written before racks were held.
+    #[serde(default)]
+    held_racks: Vec<RackReading>,
     active: Vec<AlertEvent>,
 }
 
@@ -83,6 +90,7 @@ impl FleetStage {
             seen: HashMap::default(),
             progress: BTreeMap::new(),
             racks: HashMap::new(),
+            held_racks: Vec::new(),
             active: BTreeMap::new(),
             catch_up: None,
         }
@@ -99,6 +107,7 @@ impl FleetStage {
             seen,
             progress: self.progress.clone(),
             racks,
+            held_racks: self.held_racks.clone(),
             active: self.active.values().cloned().collect(),
         };
         crate::checkpoint::to_cbor(&snap, "the fleet alert stage")
@@ -116,6 +125,7 @@ impl FleetStage {
             seen: snap.seen.into_iter().collect(),
             progress: snap.progress,
             racks: snap.racks.into_iter().collect(),
+            held_racks: snap.held_racks,
             active: snap
                 .active
                 .into_iter()
@@ -224,6 +234,21 @@ impl FleetStage {
         if !r.evicted.is_empty() {
             self.stage.forget(&r.evicted);
         }
+        for rack in r.racks {
+            // A replayed piece: its bucket was judged, or it is held.
+            if self
+                .racks
+                .get(&*rack.rack)
+                .is_some_and(|t| *t >= rack.end_ms)
+                || self.held_racks.contains(&rack)
+            {
+                continue;
+            }
+            self.held_racks.push(rack);
+        }
+        // Racks before GPUs: a rack verdict the clock has reached is in
+        // before the GPU alerts it inhibits could fire.
+        self.release_racks(horizon, out);
         for w in r.assessments {
             let newest = self.seen.get(&w.a.gpu).copied();
             if newest.is_some_and(|t| t >= w.a.ts_ms) {
@@ -233,20 +258,31 @@ impl FleetStage {
             self.seen.insert(a.gpu.clone(), a.ts_ms);
             self.stage.observe(&a, out);
         }
-        if !r.racks.is_empty() {
-            let mut newest: HashMap<String, i64> = HashMap::new();
-            for rack in &r.racks {
-                let key = rack.rack.to_string();
-                if self.racks.get(&key).is_some_and(|t| *t >= rack.end_ms) {
-                    continue;
-                }
-                self.stage.push_rack(rack);
-                let n = newest.entry(key).or_insert(rack.end_ms);
-                *n = (*n).max(rack.end_ms);
-            }
-            self.racks.extend(newest);
-            self.stage.flush_racks(out);
+    }
+
+    /// Rack pieces held for their bucket's other pieces.
+    pub fn held_racks(&self) -> usize {
+        self.held_racks.len()
+    }
+
+    /// Judges the held rack buckets every partition is past (`horizon`:
+    /// the slowest partition's progress; `None`: none holds time back):
+    /// each partition has closed them by then, so every piece is in.
+    fn release_racks(&mut self, horizon: Option<i64>, out: &mut Vec<AlertEvent>) {
+        let ready = |r: &RackReading| horizon.is_none_or(|h| r.end_ms < h);
+        if !self.held_racks.iter().any(ready) {
+            return;
         }
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held_racks)
+            .into_iter()
+            .partition(ready);
+        self.held_racks = later;
+        for r in &now {
+            self.stage.push_rack(r);
+            let newest = self.racks.entry(r.rack.to_string()).or_insert(r.end_ms);
+            *newest = (*newest).max(r.end_ms);
+        }
+        self.stage.flush_racks(out);
     }
 
     /// Applies a silence change; true when the list changed.

@@ -190,3 +190,39 @@ fn silences_from_any_instance_reach_the_stage() {
     }));
     assert!(expired.silences_changed);
 }
+
+#[test]
+fn a_rack_split_over_instances_is_judged_once_every_piece_is_in() {
+    let piece = |samples| features::expected::rack::RackReading {
+        rack: "rack-1".into(),
+        cluster: None,
+        end_ms: T0 + 60_000,
+        shift_c: 9.0,
+        samples,
+        hosts: 2,
+    };
+    let with_racks = |partition: &str, horizon: i64, racks: Vec<_>| {
+        Record::Round(Round {
+            instance: partition.into(),
+            partitions: vec![partition.into()],
+            horizon_ms: Some(horizon),
+            assessments: Vec::new(),
+            racks,
+            evicted: Vec::new(),
+        })
+    };
+    let mut s = stage();
+    s.apply(with_racks("t-1", T0, Vec::new()));
+    // t-0 is past the bucket; t-1 is not: its piece may still come.
+    s.apply(with_racks("t-0", T0 + 120_000, vec![piece(40)]));
+    assert_eq!(s.held_racks(), 1);
+    // A replay of the same piece is not counted twice.
+    s.apply(with_racks("t-0", T0 + 120_000, vec![piece(40)]));
+    assert_eq!(s.held_racks(), 1);
+    // t-1's piece, and t-1 past the bucket: judged together.
+    s.apply(with_racks("t-1", T0 + 120_000, vec![piece(24)]));
+    assert_eq!(s.held_racks(), 0);
+    // Late pieces of a judged bucket are replays.
+    s.apply(with_racks("t-1", T0 + 180_000, vec![piece(24)]));
+    assert_eq!(s.held_racks(), 0);
+}
