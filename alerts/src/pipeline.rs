@@ -251,10 +251,12 @@ impl AlertRouter {
         self.unwritten.len()
     }
 
-    /// Whether every notification made so far has left: stored and
-    /// accepted by its receiver (or dead-lettered).
+    /// Whether every event pushed so far has left: in a notification,
+    /// stored, and accepted by its receiver (or dead-lettered).
     pub fn settled(&self) -> bool {
-        self.unwritten.is_empty() && self.outbox.pending_total() == 0
+        !self.dispatcher.has_pending()
+            && self.unwritten.is_empty()
+            && self.outbox.pending_total() == 0
     }
 
     /// As [`AlertRouter::new`], with the groups of `snap` whose route still

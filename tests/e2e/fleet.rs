@@ -7,6 +7,7 @@
 //! `gpu_lost`; every instance must rank the same GPUs riskiest; a silence
 //! added on one instance must show on all.
 
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -237,7 +238,22 @@ fn three_instances(dir: &Path, store: &Store) {
     let plain = kafka_config(&broker.addr(), "unused", 0, free_port(), pd.port);
     std::fs::write(dir.join("forewarn.toml"), &plain).expect("config");
     let reference = reference_events(dir, "sim/telemetry.jsonl");
-    let expected = expected_pages(&reference);
+    let mut expected = expected_pages(&reference);
+    // `backtest` runs its timers out at the end of its file; a live
+    // consumer cannot know the stream ended, so a GPU that falls silent in
+    // its last minutes is judged lost only as time goes on (it never does
+    // here). Pages that fire in the last 15 minutes may come or not.
+    let late: BTreeSet<String> = reference
+        .iter()
+        .filter(|e| {
+            e["status"] == "firing"
+                && e["ts"]
+                    .as_str()
+                    .is_some_and(|t| t >= "2026-11-01T11:45:00Z")
+        })
+        .filter_map(|e| e["dedup_key"].as_str().map(str::to_owned))
+        .collect();
+    expected.retain(|k, _| !late.contains(k));
     assert!(
         expected.keys().any(|k| k.contains("/gpu/"))
             && expected.keys().any(|k| k.ends_with("/rack_cooling")),
@@ -352,7 +368,13 @@ fn three_instances(dir: &Path, store: &Store) {
     // fleet's clock runs past them: give them that, then make sure
     // nothing more (a double page) follows.
     let until = Instant::now() + Duration::from_secs(60);
-    while incidents(&pd.bodies("/v2/enqueue")) != expected && Instant::now() < until {
+    while incidents(&pd.bodies("/v2/enqueue"))
+        .keys()
+        .filter(|k| !late.contains(*k))
+        .count()
+        < expected.len()
+        && Instant::now() < until
+    {
         std::thread::sleep(Duration::from_millis(250));
     }
     wait_settled(&pd.log, Duration::from_secs(90));
@@ -373,12 +395,14 @@ fn three_instances(dir: &Path, store: &Store) {
     assert!(
         got.keys()
             .filter(|k| k.ends_with("/gpu_lost"))
-            .all(|k| expected.contains_key(k)),
+            .all(|k| expected.contains_key(k) || late.contains(k)),
         "no GPU is lost because its partition moved: {got:?}"
     );
+    let mut got_early = got.clone();
+    got_early.retain(|k, n| !(late.contains(k) && *n == 1));
     assert_eq!(
-        got, expected,
-        "every incident of the uninterrupted run, each paged once"
+        got_early, expected,
+        "every incident of the uninterrupted run, each paged once (late ones at most once: {late:?})"
     );
     assert!(
         tops.windows(2).all(|w| w[0] == w[1]) && !tops[0].is_empty(),

@@ -186,6 +186,12 @@ impl Dispatcher {
         out
     }
 
+    /// Whether some group holds events not yet in a notification (waiting
+    /// for its `group_wait` or `group_interval`).
+    pub fn has_pending(&self) -> bool {
+        self.groups.values().any(|g| !g.pending.is_empty())
+    }
+
     /// Event time of the next flush or re-send due, if any (lets a driver
     /// sleep exactly until then).
     pub fn next_due(&self) -> Option<i64> {

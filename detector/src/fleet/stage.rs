@@ -249,6 +249,14 @@ impl FleetStage {
         // Racks before GPUs: a rack verdict the clock has reached is in
         // before the GPU alerts it inhibits could fire.
         self.release_racks(horizon, out);
+        if r.assessments.is_empty() {
+            // Only time moved (an idle source's horizon): timers run to it,
+            // or a GPU silent at the end of the stream is never judged lost.
+            let now = self.stage.clock_ms();
+            if now != i64::MIN {
+                self.stage.tick(now, out);
+            }
+        }
         for w in r.assessments {
             let newest = self.seen.get(&w.a.gpu).copied();
             if newest.is_some_and(|t| t >= w.a.ts_ms) {
