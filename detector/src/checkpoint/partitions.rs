@@ -337,4 +337,4 @@ impl Drop for PartitionStore {
 
 #[cfg(test)]
 #[path = "partitions_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -2,11 +2,13 @@
 
 use super::*;
 
-fn key(p: i32) -> PartitionKey {
+/// A partition of `telemetry` (also the backend tests').
+pub(crate) fn key(p: i32) -> PartitionKey {
     ("telemetry".into(), p)
 }
 
-fn ckpt(p: i32, seq: u64, offset: i64) -> PartitionCheckpoint {
+/// A small checkpoint of partition `p` (also the backend tests').
+pub(crate) fn ckpt(p: i32, seq: u64, offset: i64) -> PartitionCheckpoint {
     PartitionCheckpoint {
         topic: "telemetry".into(),
         partition: p,

@@ -15,7 +15,7 @@
 //! - **Give up** (revoked, or stop): checkpoint, commit, release the claim,
 //!   so the next owner starts where this one stopped.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -92,7 +92,8 @@ struct Owned {
 struct Shared {
     cfg: OwnerConfig,
     owned: Mutex<Option<Owned>>,
-    assigned: Mutex<bool>,
+    /// Set by the rebalance callback; the poll loop takes over.
+    assigned: AtomicBool,
 }
 
 struct Ctx(Arc<Shared>);
@@ -113,9 +114,8 @@ impl ConsumerContext for Ctx {
             && tpl
                 .find_partition(&self.0.cfg.topic, super::PARTITION)
                 .is_some()
-            && let Ok(mut a) = self.0.assigned.lock()
         {
-            *a = true;
+            self.0.assigned.store(true, Relaxed);
         }
     }
 }
@@ -396,7 +396,7 @@ pub fn run(cfg: OwnerConfig, stop: &CancellationToken) -> anyhow::Result<()> {
     let shared = Arc::new(Shared {
         cfg,
         owned: Mutex::new(None),
-        assigned: Mutex::new(false),
+        assigned: AtomicBool::new(false),
     });
     let consumer: BaseConsumer<Ctx> = c
         .create_with_context(Ctx(shared.clone()))
@@ -407,11 +407,7 @@ pub fn run(cfg: OwnerConfig, stop: &CancellationToken) -> anyhow::Result<()> {
     let mut last_idle = Instant::now();
     while !stop.is_cancelled() {
         let msg = consumer.poll(Duration::from_millis(200));
-        let assigned = shared
-            .assigned
-            .lock()
-            .map(|mut a| std::mem::take(&mut *a))
-            .unwrap_or(false);
+        let assigned = shared.assigned.swap(false, Relaxed);
         if assigned && let Err(e) = shared.take_over(&consumer) {
             shared
                 .cfg

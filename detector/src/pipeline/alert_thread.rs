@@ -193,11 +193,11 @@ impl AlertThread {
         if let Some(c) = out.clock_ms {
             self.clock_ms = Some(self.clock_ms.map_or(c, |old| old.max(c)));
         }
+        summary.assessments += out.assessments.len() as u64;
+        m.assessments
+            .fetch_add(out.assessments.len() as u64, Relaxed);
         if let Some(fleet) = self.fleet.get() {
             // The fleet's alert stage judges them (`crate::fleet`).
-            summary.assessments += out.assessments.len() as u64;
-            m.assessments
-                .fetch_add(out.assessments.len() as u64, Relaxed);
             fleet.round(
                 self.state.partitions(),
                 out.horizon_ms,
@@ -211,10 +211,7 @@ impl AlertThread {
             self.stage.forget(&out.evicted);
             self.state.forget(&out.evicted);
         }
-        summary.assessments += out.assessments.len() as u64;
         self.stage.set_horizon(out.horizon_ms);
-        m.assessments
-            .fetch_add(out.assessments.len() as u64, Relaxed);
         for a in &out.assessments {
             self.stage.observe(a, events);
         }

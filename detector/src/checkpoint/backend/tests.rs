@@ -14,25 +14,8 @@ use object_store::{ObjectStoreExt, PutPayload};
 use super::lease::{self, Lease, Verdict, Writer};
 use super::object::ObjectBackend;
 use super::*;
-use crate::checkpoint::{PartitionCheckpoint, PartitionStore, partitions};
-
-fn key(p: i32) -> PartitionKey {
-    ("telemetry".into(), p)
-}
-
-fn ckpt(p: i32, seq: u64, offset: i64) -> PartitionCheckpoint {
-    PartitionCheckpoint {
-        topic: "telemetry".into(),
-        partition: p,
-        seq,
-        created_ms: 1,
-        offset,
-        gpus: 2,
-        writer: "me".into(),
-        instance_seq: seq,
-        shard: vec![seq as u8; 100],
-    }
-}
+use crate::checkpoint::partitions::tests::{ckpt, key};
+use crate::checkpoint::{PartitionStore, partitions};
 
 fn object_store(mem: &Arc<InMemory>) -> PartitionStore {
     let backend = ObjectBackend::new(mem.clone(), "fw", "s3://mem/fw".into()).expect("backend");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use alerts::{AlertEngine, AlertEvent, AlertRouter, AlertSystem};
+use alerts::{AlertEngine, AlertEvent, AlertSystem};
 use anyhow::Context;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use tokio_util::sync::CancellationToken;
@@ -106,22 +106,10 @@ pub(super) fn start(
             AlertStage::restore(engine_cfg.clone(), bytes)
         }
     });
-    let (route, sinks, outbox, shadow) = (
-        cfg.alerts.route.clone(),
-        sys.sinks.clone(),
-        sys.outbox.clone(),
-        cfg.alerts.shadow_file.clone(),
-    );
+    let (alerts_cfg, sinks, outbox) = (cfg.alerts.clone(), sys.sinks.clone(), sys.outbox.clone());
     let (st, sd) = (state.clone(), shutdown.clone());
     let make_sink: owner::MakeSink = Box::new(move |bytes| {
-        let router = if bytes.is_empty() {
-            AlertRouter::new(&route, &sinks, outbox.clone())
-        } else {
-            let snap: alerts::RouterSnapshot =
-                crate::checkpoint::from_cbor(bytes, "the alert router snapshot")?;
-            AlertRouter::restore(&route, &sinks, outbox.clone(), snap)?
-        };
-        let router = router.with_shadow_log(shadow.clone());
+        let router = super::restore::router_from(&alerts_cfg, &sinks, &outbox, bytes)?;
         Ok(Box::new(super::sink::router_sink(router, &st, &sd)) as Box<dyn AlertSink>)
     });
     let oc = OwnerConfig {

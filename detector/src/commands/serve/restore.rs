@@ -37,15 +37,26 @@ fn fresh_router(cfg: &Config, sys: &AlertSystem) -> AlertRouter {
 }
 
 fn router_restore(cfg: &Config, sys: &AlertSystem, bytes: &[u8]) -> anyhow::Result<AlertRouter> {
-    if bytes.is_empty() {
-        return Ok(fresh_router(cfg, sys));
-    }
-    let snap: alerts::RouterSnapshot =
-        crate::checkpoint::from_cbor(bytes, "the alert router snapshot")?;
-    Ok(
-        AlertRouter::restore(&cfg.alerts.route, &sys.sinks, sys.outbox.clone(), snap)?
-            .with_shadow_log(cfg.alerts.shadow_file.clone()),
-    )
+    router_from(&cfg.alerts, &sys.sinks, &sys.outbox, bytes)
+}
+
+/// A router over `alerts`' routes and shadow log, `sinks` and `outbox`:
+/// restored from `bytes` (a router snapshot), or with no groups when they
+/// are empty. Also the fleet alert stage's (`super::fleet`).
+pub(super) fn router_from(
+    alerts: &alerts::Config,
+    sinks: &[Arc<alerts::Sink>],
+    outbox: &Arc<alerts::Outbox>,
+    bytes: &[u8],
+) -> anyhow::Result<AlertRouter> {
+    let router = if bytes.is_empty() {
+        AlertRouter::new(&alerts.route, sinks, outbox.clone())
+    } else {
+        let snap: alerts::RouterSnapshot =
+            crate::checkpoint::from_cbor(bytes, "the alert router snapshot")?;
+        AlertRouter::restore(&alerts.route, sinks, outbox.clone(), snap)?
+    };
+    Ok(router.with_shadow_log(alerts.shadow_file.clone()))
 }
 
 /// The pipeline's state: restored from a checkpoint, or fresh.
