@@ -223,6 +223,12 @@ struct Stat {
     /// autocorrelation of the standardised values.
     prev_u: f64,
     lag1: f64,
+    /// Gauges: the recent mean and mean square of the standardised
+    /// values (with `lag1`, the autocorrelation around the recent level).
+    #[serde(default)]
+    u1: f64,
+    #[serde(default)]
+    u2: f64,
     /// Counters: buckets learned from and their dispersion (var / mean).
     nb: u32,
     disp: f64,

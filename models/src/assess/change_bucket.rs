@@ -92,17 +92,30 @@ pub(super) fn close_bucket(
         let delta = cfg.shift_sd;
         // Neighbouring buckets of a temperature are correlated (lag-1 φ,
         // learned per GPU): n of them carry the evidence of n(1−φ)/(1+φ)
-        // independent ones, so each bucket counts for that much.
+        // independent ones, so each bucket counts for that much. φ is the
+        // autocorrelation around the recent level (moments over ~150
+        // buckets, half a day): the raw mean product of u also counted a
+        // level the slow baseline had not caught up with, read φ ≥ 0.9
+        // and divided a step's evidence by ten. The moments learn only
+        // while the test sees no change, like the baseline (a step inside
+        // their window would read as correlation too), and φ is taken
+        // before this bucket joins them.
         let d = decay_of(h, st.s > quarter);
-        if st.base_h > 0.0 {
-            // A prior of 0.6 until ~50 buckets have been seen.
-            const A: f64 = 1.0 / 50.0;
-            st.lag1 = st.lag1 * (1.0 - A) + A * (u * st.prev_u).clamp(-4.0, 4.0);
-        } else {
-            st.lag1 = 0.6;
+        if st.base_h <= 0.0 || st.u2 <= 0.0 {
+            // A prior of φ = 0.6 (unit variance, zero level); also where a
+            // checkpoint predates the moments.
+            (st.lag1, st.u1, st.u2) = (0.6, 0.0, 1.0);
+        }
+        let var_u = (st.u2 - st.u1 * st.u1).max(1e-6);
+        let phi = ((st.lag1 - st.u1 * st.u1) / var_u).clamp(0.0, 0.9);
+        if st.s <= quarter {
+            const A: f64 = 1.0 / 150.0;
+            let uc = u.clamp(-4.0, 4.0);
+            st.lag1 = st.lag1 * (1.0 - A) + A * uc * st.prev_u;
+            st.u1 = st.u1 * (1.0 - A) + A * uc;
+            st.u2 = st.u2 * (1.0 - A) + A * uc * uc;
         }
         st.prev_u = u.clamp(-4.0, 4.0);
-        let phi = st.lag1.clamp(0.0, 0.9);
         let llr = delta * (u - delta / 2.0) * (1.0 - phi) / (1.0 + phi);
         // Exponentially weighted mean and variance of bucket means.
         let w_old = seen_h * d;
