@@ -192,6 +192,22 @@ fn run(a: &Args) -> Result<(), String> {
             h(&f["forewarn_lead_h"]),
         );
     }
+    let versus = (a.forewarn.is_some()).then(|| table::Versus::new(&mine, &theirs));
+    if let Some(v) = &versus {
+        let pct = |x: Option<f64>| x.map_or("–".into(), |x| format!("{:.0} %", 100.0 * x));
+        println!(
+            "\nforewarn against the reference: median lead {} h vs {} h ({}); \
+             ≥ 1 h ahead on {} of the {} precursor failures the reference alerts ≥ 1 h ahead ({})",
+            v.forewarn_median_h
+                .map_or("–".into(), |x| format!("{x:.1}")),
+            v.reference_median_h
+                .map_or("–".into(), |x| format!("{x:.1}")),
+            pct(v.lead_ratio()),
+            v.forewarn_1h,
+            v.visible,
+            pct(v.share_1h()),
+        );
+    }
     println!(
         "\nreference false warnings (labelled GPUs alerted outside their failure window): {}",
         r.score.false_warnings
@@ -205,6 +221,7 @@ fn run(a: &Args) -> Result<(), String> {
             "gpu_days": r.truth.gpu_days, "samples": r.samples, "wall_s": wall_s,
             "stats": r.stats, "by_kind": ref_kind, "by_shape": ref_shape,
             "false_warnings": r.score.false_warnings, "failures": failures,
+            "versus": versus,
         });
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;

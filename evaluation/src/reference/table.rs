@@ -162,3 +162,63 @@ pub fn markdown(by_detector: &[(&str, &[Row])]) -> String {
     }
     s
 }
+
+/// forewarn judged against the reference on one run: the lead
+/// target (median lead ≥ 90 % of the reference's) and the ≥ 1 h target
+/// counted over what the data shows — the precursor failures the
+/// hindsight reference itself alerts ≥ 1 h ahead (a precursor that starts
+/// 2 h out and stays below the healthy GPUs' backgrounds until its last
+/// hour is visible to no causal detector).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Versus {
+    /// Eligible failures the reference alerts ≥ 1 h ahead.
+    pub visible: u32,
+    /// Of those, alerted ≥ 1 h ahead by forewarn.
+    pub forewarn_1h: u32,
+    /// Median leads over every eligible failure (miss = 0 h).
+    pub reference_median_h: Option<f64>,
+    pub forewarn_median_h: Option<f64>,
+}
+
+impl Versus {
+    pub fn new(reference: &[View], forewarn: &[View]) -> Versus {
+        let early = |v: Option<&View>| v.and_then(|v| v.lead_h).is_some_and(|l| l >= 1.0);
+        let visible: Vec<&View> = reference
+            .iter()
+            .filter(|r| r.early_eligible && early(Some(r)))
+            .collect();
+        let forewarn_1h = visible
+            .iter()
+            .filter(|r| early(forewarn.iter().find(|f| f.gpu == r.gpu)))
+            .count() as u32;
+        let median_of = |views: &[View]| {
+            median(
+                views
+                    .iter()
+                    .filter(|v| v.early_eligible)
+                    .map(|v| v.lead_h.unwrap_or(0.0).max(0.0))
+                    .collect(),
+            )
+        };
+        Versus {
+            visible: visible.len() as u32,
+            forewarn_1h,
+            reference_median_h: median_of(reference),
+            forewarn_median_h: median_of(forewarn),
+        }
+    }
+
+    /// forewarn's share of the visible precursor failures alerted ≥ 1 h
+    /// ahead.
+    pub fn share_1h(&self) -> Option<f64> {
+        (self.visible > 0).then(|| f64::from(self.forewarn_1h) / f64::from(self.visible))
+    }
+
+    /// forewarn's median lead over the reference's.
+    pub fn lead_ratio(&self) -> Option<f64> {
+        match (self.forewarn_median_h, self.reference_median_h) {
+            (Some(f), Some(r)) if r > 0.0 => Some(f / r),
+            _ => None,
+        }
+    }
+}
