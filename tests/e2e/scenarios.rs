@@ -131,7 +131,9 @@ fn randomised_precursors_keep_up_with_the_hindsight_reference() {
     assert!(rate("false_pages_per_1k_gpu_days") <= 1.0, "{row}");
     assert!(rate("false_warnings_per_1k_gpu_days") <= 10.0, "{row}");
     assert!(
-        row["benign_pages"].as_object().is_some_and(|m| m.is_empty()),
+        row["benign_pages"]
+            .as_object()
+            .is_some_and(|m| m.is_empty()),
         "pages put down to benign events: {row}"
     );
     let stragglers = summary["straggler_detect_min"]

@@ -37,13 +37,15 @@ pub(super) fn close_bucket(
         if st.hours <= 0.0 {
             return;
         }
-        let bg = bg.as_deref().map_or((0.0, 0.0), |b| *b);
-        let sku_rate = match median {
-            Some(m) => m,
-            None if bg.1 > 1.0 => bg.0 / bg.1,
-            None => sig.prior_rate_h(),
-        }
-        .max(sig.prior_rate_h() / 20.0);
+        // The SKU's median GPU rate once three GPUs have an hour of data,
+        // the prior before, never the SKU's mean: a neighbour already
+        // degrading at the first sample (thousands of NVLink errors an
+        // hour) made the mean hundreds an hour, and every quiet bucket
+        // judged against it taught the dispersion D ≈ 10 for days — a
+        // 50/h NVLink step then went unflagged for 2.4 h.
+        let sku_rate = median
+            .unwrap_or(sig.prior_rate_h())
+            .max(sig.prior_rate_h() / 20.0);
         // The GPU's own rate, with its SKU's background worth 2 h (12 h
         // for a newcomer, whose first hours may hold a precursor).
         let prior_h = if st.newcomer { 12.0 } else { 2.0 };

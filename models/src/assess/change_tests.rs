@@ -259,3 +259,40 @@ fn a_level_the_baseline_lags_behind_does_not_hide_a_step() {
         at - 30.0
     );
 }
+
+#[test]
+fn a_neighbour_degrading_from_the_start_does_not_blunt_the_others() {
+    // Twenty GPUs at 0.2 correctable errors/h; one already at 3,000/h at
+    // the first sample. At 6 h GPU-1 steps to 30/h. The SKU's mean in the
+    // first hour (~150/h) once stood in for every GPU's rate, and the quiet
+    // buckets judged against it taught GPU-1 a dispersion of ~10: its step
+    // then carried a tenth of its evidence.
+    let names: Vec<String> = (0..20).map(|k| format!("GPU-{k}")).collect();
+    let mut d = ChangeDetector::new(ChangeConfig::default());
+    let mut rng = SimRng::seed_from_u64(9);
+    let mut warned_at = None;
+    for i in 0..(10 * 120) {
+        let h = i as f64 / 120.0;
+        for (k, g) in names.iter().enumerate() {
+            let rate = match k {
+                0 => 3000.0,
+                1 if h >= 6.0 => 30.0,
+                _ => 0.2,
+            };
+            let mut r = row(i * STEP_MS, poisson(&mut rng, rate / 120.0), 0.0);
+            r.gpu = g.as_str().into();
+            let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
+            d.assess(&r, true, &mut c, &mut reasons);
+            if k == 1 && warned_at.is_none() && c[Kind::HbmEccTrend as usize] >= 0.6 {
+                warned_at = Some(h);
+            }
+        }
+    }
+    let disp = d.gpus["GPU-1"][0].disp;
+    let at = warned_at.expect("the step is flagged");
+    assert!(
+        at > 6.0 && at < 7.0,
+        "warned {:.1} h after the step (D = {disp:.1})",
+        at - 6.0
+    );
+}
