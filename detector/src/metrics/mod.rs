@@ -14,6 +14,7 @@ use prometheus::{IntCounterVec, Opts, Registry};
 
 mod operator;
 mod page;
+pub mod partitions;
 pub use operator::{FleetInfo, SEVERITIES, STATES};
 pub use page::Histogram;
 use page::Page;
@@ -61,6 +62,8 @@ pub struct Metrics {
     pauses: Mutex<BTreeMap<&'static str, u64>>,
     alert_events: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     lag: Mutex<BTreeMap<String, i64>>,
+    /// Samples, checkpoint sizes and restore times per partition.
+    pub partitions: partitions::PartitionFigures,
     /// Whether the Kafka brokers answer: 1, 0, or -1 (not consuming from
     /// Kafka: the gauge is left out).
     kafka_broker_up: AtomicI64,
@@ -89,6 +92,7 @@ impl Default for Metrics {
             pauses: Mutex::default(),
             alert_events: Mutex::default(),
             lag: Mutex::default(),
+            partitions: partitions::PartitionFigures::default(),
             kafka_broker_up: AtomicI64::new(-1),
             shard_latency: Histogram::new(SHARD_LATENCY, "Time a shard spends on one batch."),
             decision_latency: Histogram::new(
@@ -272,6 +276,7 @@ impl Metrics {
                 m.iter().map(|(k, v)| (k.as_str(), *v)),
             );
         }
+        self.partitions.render(&p);
         let broker_up = self.kafka_broker_up.load(Relaxed);
         if broker_up >= 0 {
             p.gauge(

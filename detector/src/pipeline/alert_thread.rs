@@ -347,7 +347,11 @@ impl AlertThread {
                 })
             });
             match done {
-                Ok(w) => written.push(w),
+                Ok(w) => {
+                    let name = format!("{}/{}", w.key.0, w.key.1);
+                    self.state.metrics.partitions.checkpoint(name, w.bytes);
+                    written.push(w);
+                }
                 Err(e) => {
                     tracing::error!(topic = %u.key.0, partition = u.key.1, error = format!("{e:#}"), "partition checkpoint failed; its offset is not committed");
                     offsets.remove(&u.key);

@@ -33,6 +33,35 @@ impl AlertSink for Nothing {
     }
 }
 
+/// The stage owner's sink with the Parquet alert export beside it: what
+/// the fleet's one alert stage delivers is what `export.alerts` records,
+/// in the owner's export directory (a takeover continues in the new
+/// owner's; events its predecessor delivered but had not yet confirmed are
+/// delivered, and so exported, again).
+struct Exporting {
+    inner: Box<dyn AlertSink>,
+    export: crate::export::AlertExports,
+}
+
+impl AlertSink for Exporting {
+    fn deliver(&mut self, events: &[AlertEvent], now_ms: i64) -> anyhow::Result<()> {
+        self.export.events(events);
+        self.inner.deliver(events, now_ms)
+    }
+
+    fn finish(&mut self, now_ms: i64) -> anyhow::Result<()> {
+        self.inner.finish(now_ms)
+    }
+
+    fn snapshot(&self) -> anyhow::Result<Vec<u8>> {
+        self.inner.snapshot()
+    }
+
+    fn settled(&self) -> bool {
+        self.inner.settled()
+    }
+}
+
 /// Fails start-up unless `topic` exists with exactly one partition.
 fn check_topic(kafka: &KafkaSettings, topic: &str) -> anyhow::Result<()> {
     let consumer: BaseConsumer = crate::sources::kafka::client_config(kafka)
@@ -108,9 +137,24 @@ pub(super) fn start(
     });
     let (alerts_cfg, sinks, outbox) = (cfg.alerts.clone(), sys.sinks.clone(), sys.outbox.clone());
     let (st, sd) = (state.clone(), shutdown.clone());
+    // The alert export under its own writer id (and lock): the pipeline's
+    // alert writer stays idle with a fleet topic.
+    let export = cfg.export.clone().map(|mut x| {
+        x.instance = format!("{}-fleet", x.instance);
+        x
+    });
     let make_sink: owner::MakeSink = Box::new(move |bytes| {
         let router = super::restore::router_from(&alerts_cfg, &sinks, &outbox, bytes)?;
-        Ok(Box::new(super::sink::router_sink(router, &st, &sd)) as Box<dyn AlertSink>)
+        let sink = Box::new(super::sink::router_sink(router, &st, &sd)) as Box<dyn AlertSink>;
+        let Some(x) = &export else {
+            return Ok(sink);
+        };
+        let mut w = crate::export::AlertExports::open(x)?;
+        w.report_to(st.clone());
+        Ok(Box::new(Exporting {
+            inner: sink,
+            export: w,
+        }) as Box<dyn AlertSink>)
     });
     let oc = OwnerConfig {
         kafka: kafka.clone(),

@@ -166,6 +166,8 @@ pub(super) struct Batch {
     pub(super) samples: Vec<Sample>,
     pub(super) offsets: Offsets,
     pub(super) times: BTreeMap<Partition, i64>,
+    /// Samples per partition (`forewarn_partition_samples_total`).
+    pub(super) counts: BTreeMap<Partition, u64>,
     pub(super) origin: Option<i64>,
     started: Instant,
 }
@@ -176,6 +178,7 @@ impl Default for Batch {
             samples: Vec::with_capacity(BATCH),
             offsets: Offsets::new(),
             times: BTreeMap::new(),
+            counts: BTreeMap::new(),
             origin: None,
             started: Instant::now(),
         }
@@ -201,6 +204,7 @@ impl Batch {
             let t = self.times.entry(key.clone()).or_insert(i64::MIN);
             *t = (*t).max(newest);
         }
+        *self.counts.entry(key.clone()).or_default() += samples.len() as u64;
         self.samples.append(samples);
         self.offsets.insert(key, next);
     }
@@ -210,6 +214,7 @@ impl Batch {
         self.samples.clear();
         self.offsets.clear();
         self.times.clear();
+        self.counts.clear();
         self.origin = None;
     }
 
@@ -217,6 +222,13 @@ impl Batch {
     pub(super) fn due(&self) -> bool {
         self.samples.len() >= BATCH
             || (!self.samples.is_empty() && self.started.elapsed() >= LINGER)
+    }
+
+    /// Samples per partition (`topic/partition`) since the last call.
+    pub(super) fn take_counts(&mut self) -> impl Iterator<Item = (String, u64)> + use<> {
+        std::mem::take(&mut self.counts)
+            .into_iter()
+            .map(|((t, p), n)| (format!("{t}/{p}"), n))
     }
 
     /// The samples, leaving an empty batch (offsets and times stay for the

@@ -141,5 +141,10 @@ fn total_lag(shared: &Shared, state: &State) -> Option<i64> {
         shown.push(name);
     }
     state.metrics.keep_lag(&shown);
+    let held: Vec<String> = assigned
+        .iter()
+        .map(|k| format!("{}/{}", k.0, k.1))
+        .collect();
+    state.metrics.partitions.keep(&held);
     total
 }

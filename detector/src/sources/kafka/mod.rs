@@ -306,7 +306,11 @@ impl<'a> Source<'a> {
                 self.pipeline.release_units(&released);
             }
             if !adopt.is_empty() {
-                let (resume, _) = u.adopt(&adopt, self.pipeline)?;
+                let (resume, taken) = u.adopt(&adopt, self.pipeline)?;
+                let m = &self.state.metrics.partitions;
+                taken
+                    .iter()
+                    .for_each(|t| m.restored(t.name(), t.took.as_secs_f64()));
                 if let Ok(mut sent) = self.shared.sent.lock() {
                     sent.extend(resume.iter().map(|(k, o)| (k.clone(), *o)));
                 }
@@ -385,10 +389,9 @@ impl<'a> Source<'a> {
         if (self.batch.due() && !self.paused) || (ckpt_due && !self.batch.offsets.is_empty()) {
             let b = self.batch.take_samples();
             self.total += b.len() as u64;
-            self.state
-                .metrics
-                .samples_in
-                .fetch_add(b.len() as u64, Ordering::Relaxed);
+            let m = &self.state.metrics;
+            m.samples_in.fetch_add(b.len() as u64, Ordering::Relaxed);
+            m.partitions.samples(self.batch.take_counts());
             // The horizon from before this batch: every partition's samples
             // up to it are already in the shards. Including the batch would
             // let silence be judged at its end while its own samples (the

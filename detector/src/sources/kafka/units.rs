@@ -58,6 +58,13 @@ impl PartitionUnits {
     }
 }
 
+impl Taken {
+    /// `topic/partition`, as the metrics name it.
+    pub(super) fn name(&self) -> String {
+        format!("{}/{}", self.key.0, self.key.1)
+    }
+}
+
 /// One partition taken over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Taken {
@@ -66,6 +73,8 @@ pub(super) struct Taken {
     /// the group's committed offset).
     pub offset: Option<i64>,
     pub gpus: usize,
+    /// How long restoring (or starting) it took.
+    pub took: Duration,
 }
 
 impl PartitionUnits {
@@ -86,6 +95,7 @@ impl PartitionUnits {
             if pipeline.is_adopted(id) {
                 continue;
             }
+            let t1 = Instant::now();
             let restored = {
                 let store = self
                     .store
@@ -115,6 +125,7 @@ impl PartitionUnits {
                         key: key.clone(),
                         offset: Some(c.offset),
                         gpus,
+                        took: t1.elapsed(),
                     }
                 }
                 None => {
@@ -124,6 +135,7 @@ impl PartitionUnits {
                         key: key.clone(),
                         offset: None,
                         gpus: 0,
+                        took: t1.elapsed(),
                     }
                 }
             };
@@ -345,19 +357,11 @@ mod tests {
         let (resume, taken) = units.adopt(&[key(0), key(1)], &mut p).expect("adopt");
         assert_eq!(resume, Offsets::from([(key(1), 77)]));
         assert_eq!(
-            taken,
-            vec![
-                Taken {
-                    key: key(0),
-                    offset: None,
-                    gpus: 0
-                },
-                Taken {
-                    key: key(1),
-                    offset: Some(77),
-                    gpus: 3
-                },
-            ]
+            taken
+                .iter()
+                .map(|t| (t.key.clone(), t.offset, t.gpus))
+                .collect::<Vec<_>>(),
+            vec![(key(0), None, 0), (key(1), Some(77), 3)]
         );
         assert_eq!(p.partitions(), vec![key(0), key(1)]);
         assert_eq!(store.lock().expect("lock").owned(), vec![key(0), key(1)]);
