@@ -111,21 +111,6 @@ fn post(port: u16, path: &str, body: &str) -> (u16, String) {
     (status, body)
 }
 
-/// SIGTERM (a clean stop: exports finish their files) and waits for the
-/// exit.
-fn stop(i: &mut Instance) {
-    let sent = Command::new("kill")
-        .args(["-TERM", &i.child.id().to_string()])
-        .status()
-        .expect("kill -TERM");
-    assert!(sent.success());
-    let t = Instant::now();
-    while i.child.try_wait().expect("wait").is_none() {
-        assert!(t.elapsed() < Duration::from_secs(60), "serve did not stop");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Dedup keys of the critical `firing` rows of the alert exports under
 /// each of `dirs` (`<dir>/export/alerts/…`), and the directories that hold
 /// any alert row.
@@ -485,7 +470,7 @@ fn three_instances(dir: &Path, store: &Store) {
     // paged, and it holds most of them (the killed owner's unfinished
     // hour is lost, as docs/exports.md says of any crash: 0–2 of 13 here).
     for i in &mut live {
-        stop(i);
+        forewarn_tests::terminate(&mut i.child);
     }
     let dirs: Vec<_> = ["i1", "i2", "i3", "i4"]
         .iter()

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use detector::checkpoint::backend::Backend;
 use detector::checkpoint::backend::object::ObjectBackend;
@@ -125,20 +125,10 @@ fn serve(dir: &Path, config: &str, log: &str, s3: &S3Server, pd: u16) -> Service
     Service(child)
 }
 
-/// SIGTERM (a clean stop: the instance leaves the group, checkpointing and
-/// releasing its partitions) and waits for the exit.
+/// A clean stop: the instance leaves the group, checkpointing and
+/// releasing its partitions.
 fn stop(svc: &mut Service) {
-    let child = &mut svc.0;
-    let sent = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill -TERM");
-    assert!(sent.success());
-    let t = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        assert!(t.elapsed() < Duration::from_secs(60), "serve did not stop");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    forewarn_tests::terminate(&mut svc.0);
 }
 
 /// The newest checkpoint object of partition `p` in the bucket.

@@ -52,6 +52,24 @@ pub fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// SIGTERM (a clean stop: a `serve` instance leaves its group,
+/// checkpoints, finishes its exports) and waits up to a minute for the exit.
+pub fn terminate(child: &mut std::process::Child) {
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(sent.success());
+    let t = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "serve did not stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// A free TCP port on 127.0.0.1 (bound and released; good enough for tests).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
