@@ -15,6 +15,11 @@ pub const PARTITION_SAMPLES: &str = "forewarn_partition_samples_total";
 pub const PARTITION_CHECKPOINT_BYTES: &str = "forewarn_partition_checkpoint_bytes";
 pub const PARTITION_RESTORE_SECONDS: &str = "forewarn_partition_restore_seconds";
 
+/// A topic-partition's `partition` label value: `topic/p`.
+pub fn label((topic, partition): &crate::checkpoint::PartitionKey) -> String {
+    format!("{topic}/{partition}")
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 struct Figures {
     samples: u64,

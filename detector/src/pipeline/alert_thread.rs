@@ -348,7 +348,7 @@ impl AlertThread {
             });
             match done {
                 Ok(w) => {
-                    let name = format!("{}/{}", w.key.0, w.key.1);
+                    let name = crate::metrics::partitions::label(&w.key);
                     self.state.metrics.partitions.checkpoint(name, w.bytes);
                     written.push(w);
                 }

@@ -30,16 +30,6 @@ use crate::pipeline::alerting::AlertStage;
 use crate::pipeline::shard::Shard;
 use crate::silence_file::SilenceFile;
 
-/// A router with no groups, over the config's routes and `sys`'s outbox.
-fn fresh_router(cfg: &Config, sys: &AlertSystem) -> AlertRouter {
-    AlertRouter::new(&cfg.alerts.route, &sys.sinks, sys.outbox.clone())
-        .with_shadow_log(cfg.alerts.shadow_file.clone())
-}
-
-fn router_restore(cfg: &Config, sys: &AlertSystem, bytes: &[u8]) -> anyhow::Result<AlertRouter> {
-    router_from(&cfg.alerts, &sys.sinks, &sys.outbox, bytes)
-}
-
 /// A router over `alerts`' routes and shadow log, `sinks` and `outbox`:
 /// restored from `bytes` (a router snapshot), or with no groups when they
 /// are empty. Also the fleet alert stage's (`super::fleet`).
@@ -49,14 +39,25 @@ pub(super) fn router_from(
     outbox: &Arc<alerts::Outbox>,
     bytes: &[u8],
 ) -> anyhow::Result<AlertRouter> {
-    let router = if bytes.is_empty() {
-        AlertRouter::new(&alerts.route, sinks, outbox.clone())
-    } else {
-        let snap: alerts::RouterSnapshot =
-            crate::checkpoint::from_cbor(bytes, "the alert router snapshot")?;
+    if bytes.is_empty() {
+        return Ok(fresh_router(alerts, sinks, outbox));
+    }
+    let snap: alerts::RouterSnapshot =
+        crate::checkpoint::from_cbor(bytes, "the alert router snapshot")?;
+    Ok(
         AlertRouter::restore(&alerts.route, sinks, outbox.clone(), snap)?
-    };
-    Ok(router.with_shadow_log(alerts.shadow_file.clone()))
+            .with_shadow_log(alerts.shadow_file.clone()),
+    )
+}
+
+/// A router with no groups, over `alerts`' routes and shadow log.
+fn fresh_router(
+    alerts: &alerts::Config,
+    sinks: &[Arc<alerts::Sink>],
+    outbox: &Arc<alerts::Outbox>,
+) -> AlertRouter {
+    AlertRouter::new(&alerts.route, sinks, outbox.clone())
+        .with_shadow_log(alerts.shadow_file.clone())
 }
 
 /// The pipeline's state: restored from a checkpoint, or fresh.
@@ -113,7 +114,7 @@ fn restore_one(
             .collect::<anyhow::Result<Vec<_>>>()?;
         let stage = AlertStage::restore(cfg.alerts.engine.clone(), &ckpt.stage)
             .map_err(|e| e.context(format!("the alert stage of {}", path.display())))?;
-        let router = router_restore(cfg, sys, &ckpt.sink)
+        let router = router_from(&cfg.alerts, &sys.sinks, &sys.outbox, &ckpt.sink)
             .map_err(|e| e.context(format!("the alert router of {}", path.display())))?;
         Ok((shards, stage, router))
     };
@@ -224,7 +225,7 @@ pub(super) fn restore_or_new(
         None => Start {
             shards: pcfg.new_shards()?,
             stage: AlertStage::new(AlertEngine::new(cfg.alerts.engine.clone())),
-            router: fresh_router(cfg, sys),
+            router: fresh_router(&cfg.alerts, &sys.sinks, &sys.outbox),
             store,
             resume: Offsets::new(),
             restored_seq: None,

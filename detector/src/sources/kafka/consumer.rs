@@ -228,7 +228,7 @@ impl Batch {
     pub(super) fn take_counts(&mut self) -> impl Iterator<Item = (String, u64)> + use<> {
         std::mem::take(&mut self.counts)
             .into_iter()
-            .map(|((t, p), n)| (format!("{t}/{p}"), n))
+            .map(|(k, n)| (crate::metrics::partitions::label(&k), n))
     }
 
     /// The samples, leaving an empty batch (offsets and times stay for the

@@ -10,6 +10,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use super::context::{Ctx, Shared};
 use super::health::{Change, Watch};
 use super::pacing::{MAX_AHEAD_MS, Pacer};
+use crate::metrics::partitions::label;
 use crate::state::State;
 
 /// Pauses partitions more than [`MAX_AHEAD_MS`] ahead of the horizon for
@@ -136,15 +137,12 @@ fn total_lag(shared: &Shared, state: &State) -> Option<i64> {
         let next = sent.get(key).copied().unwrap_or(0);
         let lag = (hi - next).max(0);
         total = Some(total.unwrap_or(0).saturating_add(lag));
-        let name = format!("{}/{}", key.0, key.1);
+        let name = label(key);
         state.metrics.set_lag(name.clone(), lag);
         shown.push(name);
     }
     state.metrics.keep_lag(&shown);
-    let held: Vec<String> = assigned
-        .iter()
-        .map(|k| format!("{}/{}", k.0, k.1))
-        .collect();
+    let held: Vec<String> = assigned.iter().map(label).collect();
     state.metrics.partitions.keep(&held);
     total
 }

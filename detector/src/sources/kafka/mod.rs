@@ -78,6 +78,7 @@ use self::consumer::{Batch, DeadLetterTopic, Resume, Step};
 use self::context::{Ctx, Shared};
 use self::pacing::Pacer;
 use super::DeadLetters;
+use crate::metrics::partitions::label;
 use crate::pipeline::Pipeline;
 use crate::state::State;
 
@@ -312,7 +313,7 @@ impl<'a> Source<'a> {
                 let m = &self.state.metrics.partitions;
                 taken
                     .iter()
-                    .for_each(|t| m.restored(t.name(), t.took.as_secs_f64()));
+                    .for_each(|t| m.restored(label(&t.key), t.took.as_secs_f64()));
                 if let Ok(mut sent) = self.shared.sent.lock() {
                     sent.extend(resume.iter().map(|(k, o)| (k.clone(), *o)));
                 }

@@ -58,13 +58,6 @@ impl PartitionUnits {
     }
 }
 
-impl Taken {
-    /// `topic/partition`, as the metrics name it.
-    pub(super) fn name(&self) -> String {
-        format!("{}/{}", self.key.0, self.key.1)
-    }
-}
-
 /// One partition taken over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Taken {
