@@ -212,24 +212,32 @@ pub fn evaluate(
     // z-score swings between −11 and −2.6 σ on a GPU steadily 10 % slow,
     // and at the randomised-precursor family's full seed 2 such rows
     // restarted the hold until 46 min after onset.
+    // Rows that cannot tell hold too, as "no news", not as "recovered": a
+    // slow clock at its peers' power (the row where a job's phase turns
+    // and the peers' power moves first), and the job's low-utilisation
+    // spells (checkpoints, evaluation: every member idles, so nobody is
+    // slower). At full seed 2 a 3-minute checkpoint spell and the +22 σ
+    // power row after it restarted a straggler's hold: flagged at 13 min.
     let judged = in_job && busy_training && not_throttled;
     let slow = judged && clock_z < -3.0;
+    let job_idles =
+        in_job && v(row, Col::PhaseCode) == 2.0 && v(row, Col::GpuUtil) < 50.0 && not_throttled;
     let straggler = if slow && power_z < -1.5 && !peer_hot {
         sat(-clock_z - 3.0, 3.0).max(0.35)
-    } else if (slow && power_z < -0.5) || (judged && clock_z < -2.0 && power_z < -1.5) {
+    } else if slow || (judged && clock_z < -2.0 && power_z < -1.5) || job_idles {
         STRAGGLER_HOLD
     } else {
         0.0
     };
     if straggler > 0.0 {
         components[Kind::Straggler as usize] = straggler;
-        reasons.push((
-            Kind::Straggler,
-            ev(
-                "DCGM_FI_DEV_SM_CLOCK",
-                format!("SM clock {clock_z:.1} σ below job peers, power {power_z:.1} σ"),
-            ),
-        ));
+        let text = if job_idles {
+            "job in a low-utilisation spell: a straggler alert holds until it is busy again"
+                .to_string()
+        } else {
+            format!("SM clock {clock_z:.1} σ below job peers, power {power_z:.1} σ")
+        };
+        reasons.push((Kind::Straggler, ev("DCGM_FI_DEV_SM_CLOCK", text)));
     }
 }
 
@@ -288,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn a_slow_gpu_with_somewhat_lower_power_is_a_straggler_and_full_power_is_not() {
+    fn a_slow_gpu_with_lower_power_is_a_straggler_and_rows_that_cannot_tell_only_hold() {
         // Seen in the shard of a 64-GPU job: clock −14 σ, power −1.8 σ.
         assert!(straggler(&training_row(-14.0, -1.8)) >= 0.35);
         // Somewhat low power: holds an alert already pending or firing, but
@@ -299,8 +307,17 @@ mod tests {
         // A clock only somewhat low while power stays well below: holds too.
         assert_eq!(straggler(&training_row(-2.6, -4.9)), STRAGGLER_HOLD);
         assert_eq!(straggler(&training_row(-1.5, -4.9)), 0.0);
-        // Slow clocks at the peers' power: a reporting quirk, not less work.
-        assert_eq!(straggler(&training_row(-14.0, -0.2)), 0.0);
+        // Slow clocks at the peers' power (a reporting quirk, or the row
+        // where the peers' power moves first): holds, never starts one.
+        assert_eq!(straggler(&training_row(-14.0, -0.2)), STRAGGLER_HOLD);
+        assert_eq!(straggler(&training_row(-14.0, 22.0)), STRAGGLER_HOLD);
+        // The job idles (a checkpoint): no news, holds.
+        let mut idle = training_row(0.0, -0.1);
+        idle.values[Col::GpuUtil as usize] = 7.0;
+        assert_eq!(straggler(&idle), STRAGGLER_HOLD);
+        // Out of the job: nothing to hold.
+        idle.values[Col::PeerLevel as usize] = 1.0;
+        assert_eq!(straggler(&idle), 0.0);
         // Hotter than its peers: never starts an alert, only holds one
         // (a degree above four peers reads +1…+5 σ).
         let mut hot = training_row(-14.0, -3.0);
