@@ -17,6 +17,7 @@ use crate::assess::anomaly::{AnomalyModel, SCORE_EVERY};
 use crate::assess::change::ChangeDetector;
 use crate::assess::predict::Predictor;
 use crate::assess::rules::{self, HARD_XIDS};
+use crate::assess::thermal_hold::ThermalHold;
 use crate::assess::{self, Assessment, Evidence, HealthState, KINDS, Kind};
 
 /// Which shard owns a GPU: FNV-1a of the UUID (the Kafka key), so every
@@ -93,6 +94,9 @@ pub struct Shard {
     /// Change tests on the degradation signals (issue #29).
     #[serde(default)]
     change: ChangeDetector,
+    /// Hot readings under load, held through idle spells.
+    #[serde(default)]
+    thermal: ThermalHold,
     #[serde(skip)]
     events: Vec<FeatureEvent>,
     #[serde(skip)]
@@ -115,6 +119,7 @@ impl Shard {
             grades: HashMap::default(),
             predict: Predictor::new(None),
             change: ChangeDetector::default(),
+            thermal: ThermalHold::default(),
             events: Vec::new(),
             rows: Vec::new(),
             export: None,
@@ -156,6 +161,7 @@ impl Shard {
         self.anomaly.forget(gpu);
         self.predict.evict(gpu);
         self.change.evict(gpu);
+        self.thermal.evict(gpu);
     }
 
     /// Every GPU with state and the event time of its newest sample.
@@ -178,6 +184,7 @@ impl Shard {
             + self.anomaly.heap_bytes()
             + self.predict.heap_bytes()
             + self.change.heap_bytes()
+            + self.thermal.heap_bytes()
             + self.hard.len() * 96
             + self.topo.len() * 64
     }
@@ -372,6 +379,7 @@ impl Shard {
         let warm = row.ts_ms - first >= WARM_UP_MS;
         rules::evaluate(row, hard_xid, warm, &mut components, &mut reasons);
         self.change.assess(row, warm, &mut components, &mut reasons);
+        self.thermal.apply(row, &mut components, &mut reasons);
         if components[Kind::HardFailure as usize] >= 1.0
             && hard_xid.is_none()
             && !self.hard.contains_key(&row.gpu)

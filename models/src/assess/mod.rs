@@ -9,6 +9,8 @@
 //!   residual, NVLink / PCIe error rates, straggling behind job peers;
 //! - change tests on the same signals ([`change`]): a GPU departing from
 //!   its own baseline, thresholds from the alert budgets;
+//! - a hot reading under load held through idle spells
+//!   ([`thermal_hold`]): idle is no news about the cooling;
 //! - the anomaly grade of a streaming random cut forest over the
 //!   workload-aware columns ([`anomaly`]).
 //!
@@ -23,6 +25,7 @@ pub mod anomaly;
 pub mod change;
 pub mod predict;
 pub mod rules;
+pub mod thermal_hold;
 
 use features::{FeatureRow, Topology};
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,36 @@
+//! The rules' hold levels (in `models::assess`) and the shipped alert
+//! policy (detector's default config) must agree: a hold keeps a pending or
+//! firing alert alive but never starts one. The check lives here because
+//! only detector knows the default policy.
+
+use detector::config::RawConfig;
+use models::assess::rules::{STRAGGLER_HOLD, THERMAL_FLAGS};
+use models::assess::thermal_hold::THERMAL_HOLD;
+
+#[test]
+fn straggler_hold_sits_between_the_default_thresholds() {
+    let cfg = RawConfig::default().validate().expect("defaults");
+    let rule = &cfg.alerts.engine.rules["straggler"];
+    let hold = f64::from(STRAGGLER_HOLD);
+    assert!(
+        hold < rule.fire_at && hold >= rule.resolve_below,
+        "{rule:?}"
+    );
+}
+
+#[test]
+fn thermal_hold_sits_between_the_default_thresholds_and_flags_at_fire_at() {
+    let cfg = RawConfig::default().validate().expect("defaults");
+    let rule = cfg
+        .alerts
+        .engine
+        .rules
+        .get("thermal_degradation")
+        .unwrap_or(&cfg.alerts.engine.default_rule);
+    let hold = f64::from(THERMAL_HOLD);
+    assert!(
+        hold < rule.fire_at && hold >= rule.resolve_below,
+        "{rule:?}"
+    );
+    assert_eq!(f64::from(THERMAL_FLAGS), rule.fire_at, "{rule:?}");
+}
