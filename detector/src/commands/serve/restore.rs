@@ -207,12 +207,23 @@ pub(super) fn restore_or_new(
     };
     let mut start = match restored {
         Some((ckpt, shards, stage, router)) => {
-            tracing::info!(
-                seq = ckpt.seq,
-                partitions = ckpt.offsets.len(),
-                gpus = shards.iter().map(Shard::gpu_count).sum::<usize>(),
-                "restored from checkpoint"
-            );
+            let gpus = shards.iter().map(Shard::gpu_count).sum::<usize>();
+            if gpus == 0 && !ckpt.offsets.is_empty() {
+                // Partition-aligned state: the instance checkpoint holds the
+                // offsets and the alert stage; GPUs come with their partitions.
+                tracing::info!(
+                    seq = ckpt.seq,
+                    partitions = ckpt.offsets.len(),
+                    "restored from checkpoint (GPU state follows with each partition's checkpoint when it is assigned)"
+                );
+            } else {
+                tracing::info!(
+                    seq = ckpt.seq,
+                    partitions = ckpt.offsets.len(),
+                    gpus,
+                    "restored from checkpoint"
+                );
+            }
             Start {
                 shards,
                 stage,
