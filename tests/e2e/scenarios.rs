@@ -4,7 +4,7 @@
 //! (docs/detection-quality.md). The build fails when any target is missed,
 //! and this test checks the JSON summary CI reads keeps its shape.
 
-use forewarn_tests::{forewarn_bin, scratch};
+use forewarn_tests::{forewarn, forewarn_bin, scratch};
 use serde_json::Value;
 
 /// A held-out suite seed (seeds 1 and 2 were looked at while tuning).
@@ -92,21 +92,18 @@ fn randomised_precursors_keep_up_with_the_hindsight_reference() {
     use evaluation::reference::{self, Settings, table};
     const SEED: u64 = 2;
     let dir = scratch("scenarios-random-precursors");
-    let out = std::process::Command::new(forewarn_bin())
-        .args([
+    forewarn(
+        &[
             "evaluate",
             "--scenario",
             "random_precursors",
             "--report-only",
-        ])
-        .args(["--seed", &SEED.to_string(), "--out", "eval"])
-        .current_dir(&dir)
-        .output()
-        .expect("spawn forewarn");
-    assert!(
-        out.status.success(),
-        "evaluate failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+            "--seed",
+            &SEED.to_string(),
+            "--out",
+            "eval",
+        ],
+        &dir,
     );
     let ours = table::read_outcomes(&dir.join("eval/outcomes-random_precursors.json"))
         .expect("forewarn's outcomes");

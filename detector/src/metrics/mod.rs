@@ -357,8 +357,7 @@ fn render_sinks(p: &Page, s: SinkInfo<'_>) {
         "receiver",
         each(|st| &st.dead_lettered),
     );
-    operator::float_gauges(
-        p,
+    p.float_gauges(
         operator::SINK_OLDEST,
         "Age of a receiver's oldest notification still waiting in the outbox (0 when none waits).",
         "receiver",

@@ -5,7 +5,7 @@
 //! notification is. The alerting rules and the dashboard in `deploy/`
 //! are written against exactly these names.
 
-use prometheus::{Gauge, GaugeVec, Opts};
+use prometheus::{Gauge, Opts};
 
 use super::Page;
 
@@ -70,21 +70,6 @@ fn build_labels() -> [(&'static str, &'static str); 3] {
 fn float_gauge(p: &Page, name: &str, help: &str, v: f64) {
     if let Ok(g) = Gauge::new(name, help) {
         g.set(v);
-        p.add(g);
-    }
-}
-
-pub(super) fn float_gauges<'a>(
-    p: &Page,
-    name: &str,
-    help: &str,
-    label: &str,
-    rows: impl IntoIterator<Item = (&'a str, f64)>,
-) {
-    if let Ok(g) = GaugeVec::new(Opts::new(name, help), &[label]) {
-        for (value, v) in rows {
-            g.with_label_values(&[value]).set(v);
-        }
         p.add(g);
     }
 }

@@ -3,7 +3,9 @@
 //! families [`super::Metrics::render`] writes.
 
 use prometheus::core::Collector;
-use prometheus::{HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    GaugeVec, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 /// Upper bounds (seconds) of the latency histograms: 0.5 ms to 10 s.
 const BUCKETS: [f64; 14] = [
@@ -89,6 +91,22 @@ impl Page {
         if let Ok(g) = IntGaugeVec::new(Opts::new(name, help), &[label]) {
             for (value, n) in rows {
                 g.with_label_values(&[value]).set(n);
+            }
+            self.add(g);
+        }
+    }
+
+    /// A gauge family with one label and fractional values.
+    pub(super) fn float_gauges<'a>(
+        &self,
+        name: &str,
+        help: &str,
+        label: &str,
+        rows: impl IntoIterator<Item = (&'a str, f64)>,
+    ) {
+        if let Ok(g) = GaugeVec::new(Opts::new(name, help), &[label]) {
+            for (value, v) in rows {
+                g.with_label_values(&[value]).set(v);
             }
             self.add(g);
         }

@@ -7,8 +7,6 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use prometheus::{GaugeVec, Opts};
-
 use super::page::Page;
 
 pub const PARTITION_SAMPLES: &str = "forewarn_partition_samples_total";
@@ -89,20 +87,13 @@ impl PartitionFigures {
             m.iter()
                 .filter_map(|(k, f)| Some((k.as_str(), super::gauge(f.checkpoint_bytes?)))),
         );
-        if let Ok(g) = GaugeVec::new(
-            Opts::new(
-                PARTITION_RESTORE_SECONDS,
-                "Time the last take-over of each partition this instance holds took to restore its state (or start it fresh).",
-            ),
-            &["partition"],
-        ) {
-            for (k, f) in m.iter() {
-                if let Some(s) = f.restore_s {
-                    g.with_label_values(&[k.as_str()]).set(s);
-                }
-            }
-            p.add(g);
-        }
+        p.float_gauges(
+            PARTITION_RESTORE_SECONDS,
+            "Time the last take-over of each partition this instance holds took to restore its state (or start it fresh).",
+            "partition",
+            m.iter()
+                .filter_map(|(k, f)| Some((k.as_str(), f.restore_s?))),
+        );
     }
 }
 
