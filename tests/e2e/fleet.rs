@@ -478,8 +478,14 @@ fn three_instances(dir: &Path, store: &Store) {
         .collect();
     let (exported, writers) = exported_pages(&dirs);
     eprintln!("exported pages {exported:?} from {writers} instance(s)");
+    // (Late pages — the stream's last 15 minutes — may come or not, here
+    // too: once a `gpu_lost` of the last minutes was exported by the owner
+    // stopped below but had not reached the receiver.)
     assert!(
-        exported.iter().all(|k| got.contains_key(k)),
+        exported
+            .iter()
+            .filter(|k| !late.contains(*k))
+            .all(|k| got.contains_key(k)),
         "the export holds only what was paged: {exported:?} vs {got:?}"
     );
     assert!(
