@@ -15,7 +15,13 @@
 //!   for a one-σ shift, standardised by the GPU's own mean and spread in
 //!   the same workload phase (the expectation fits some phases better than
 //!   others), corrected for the buckets' lag-1 correlation; buckets that
-//!   span a change of phase are not judged.
+//!   span a change of phase are not judged;
+//! - the same residual against the GPU's peers ([`peers`]): less the
+//!   common part of its host's GPUs in its job and phase, which takes out
+//!   the room's and the workload's swings that the expectation misses, so
+//!   its spread is small and its baseline is judged after half an hour of
+//!   a phase (a cooling fault 1.2 h into a GPU's first training phase was
+//!   learned as usual by the own test, whose warm-up is 4 h).
 //!
 //! Each bucket adds its log-likelihood ratio, clipped so that one burst
 //! cannot decide alone; the statistic is floored at 0. The thresholds come
@@ -64,74 +70,6 @@ pub const BUCKET_MS: i64 = 300_000;
 const BUCKETS_PER_DAY: f64 = 86_400_000.0 / BUCKET_MS as f64;
 /// GPU-hours a SKU's background rate remembers.
 const BACKGROUND_CAP_H: f64 = 10_000.0;
-
-/// One signal under test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    Ecc,
-    Nvlink,
-    Pcie,
-    Thermal,
-}
-
-impl Signal {
-    pub const ALL: [Signal; 4] = [Signal::Ecc, Signal::Nvlink, Signal::Pcie, Signal::Thermal];
-
-    /// The alert kind the signal's evidence belongs to.
-    pub const fn kind(self) -> Kind {
-        match self {
-            Signal::Ecc => Kind::HbmEccTrend,
-            Signal::Nvlink => Kind::NvlinkErrors,
-            Signal::Pcie => Kind::PcieErrors,
-            Signal::Thermal => Kind::ThermalDegradation,
-        }
-    }
-
-    const fn counts(self) -> bool {
-        !matches!(self, Signal::Thermal)
-    }
-
-    /// Background rate per hour assumed before anything is known (a
-    /// healthy GPU's order of magnitude; the SKU's measured background
-    /// replaces it within hours).
-    const fn prior_rate_h(self) -> f64 {
-        match self {
-            Signal::Ecc => 0.5,
-            Signal::Nvlink => 2.0,
-            Signal::Pcie => 2.0,
-            Signal::Thermal => 0.0,
-        }
-    }
-
-    /// This row's value: a count since the previous sample, or a gauge
-    /// (NaN: no information).
-    fn value(self, row: &FeatureRow) -> f64 {
-        let g = |c: Col| {
-            let v = f64::from(row.get(c));
-            if v.is_finite() && v >= 0.0 { v } else { 0.0 }
-        };
-        match self {
-            Signal::Ecc => g(Col::EccSbeDelta),
-            Signal::Nvlink => {
-                g(Col::NvlinkCrcFlitDelta)
-                    + g(Col::NvlinkCrcDataDelta)
-                    + g(Col::NvlinkReplayDelta)
-                    + g(Col::NvlinkRecoveryDelta)
-            }
-            Signal::Pcie => g(Col::PcieReplayDelta),
-            Signal::Thermal => f64::from(row.get(Col::GpuTempResid)),
-        }
-    }
-
-    fn signal_name(self) -> &'static str {
-        match self {
-            Signal::Ecc => "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-            Signal::Nvlink => "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-            Signal::Pcie => "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-            Signal::Thermal => "DCGM_FI_DEV_GPU_TEMP",
-        }
-    }
-}
 
 /// The tests' settings; thresholds follow from the budgets.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -256,7 +194,19 @@ struct Stat {
     /// the bucket means.
     phase: u8,
     phases: [(f64, f64, f64); 4],
+    /// The thermal peer signal: the open bucket's group, and the bucket
+    /// waiting for its group's median (bucket, mean, group, phase).
+    #[serde(default)]
+    group: Option<u64>,
+    #[serde(default)]
+    peer_prev: Option<(i64, f64, u64, u8)>,
+    /// The thermal peer signal: the last judged difference, for the reason.
+    #[serde(default)]
+    peer_last: f64,
 }
+
+/// Where `Thermal` is in [`Signal::ALL`].
+const THERMAL: usize = 3;
 
 /// A bucket whose rows are not all of one workload phase.
 const MIXED: u8 = u8::MAX;
@@ -269,7 +219,9 @@ type SkuBackground = [(f64, f64); 3];
 pub struct ChangeDetector {
     #[serde(default)]
     config: ChangeConfig,
-    gpus: std::collections::HashMap<GpuId, [Stat; 4], FxBuild>,
+    /// Per GPU, one per [`Signal::ALL`] (a snapshot of an older build,
+    /// with fewer signals, gains the new ones empty).
+    gpus: std::collections::HashMap<GpuId, Vec<Stat>, FxBuild>,
     /// Per SKU (a handful: searched in order) and counter signal: counts
     /// and hours of every GPU.
     background: Vec<(Option<Arc<str>>, SkuBackground)>,
@@ -289,6 +241,9 @@ pub struct ChangeDetector {
     median: Vec<[Option<f64>; 3]>,
     #[serde(default)]
     median_at_ms: i64,
+    /// The thermal peer signal's (host, job, phase) groups.
+    #[serde(default)]
+    groups: peers::HostGroups,
 }
 
 impl ChangeDetector {
@@ -338,7 +293,8 @@ impl ChangeDetector {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.gpus.len() * (std::mem::size_of::<[Stat; 4]>() + 48 + 40)
+        self.gpus.len() * (std::mem::size_of::<Stat>() * Signal::ALL.len() + 48 + 40)
+            + self.groups.heap_bytes()
     }
 
     /// Feeds one row; when a bucket closes, updates the tests and, past
@@ -374,6 +330,7 @@ impl ChangeDetector {
         if row.ts_ms - self.median_at_ms >= 3_600_000 {
             self.median_at_ms = row.ts_ms;
             self.refresh_medians();
+            self.groups.prune(bucket - 2);
         }
         let median = self.median.get(at).copied().unwrap_or([None; 3]);
         if !self.sku_of.contains_key(&row.gpu) {
@@ -382,7 +339,12 @@ impl ChangeDetector {
         }
         let bg = &mut self.background[at].1;
         let stats = match self.gpus.get_mut(&row.gpu) {
-            Some(s) => s,
+            Some(s) => {
+                if s.len() < Signal::ALL.len() {
+                    s.resize_with(Signal::ALL.len(), Stat::default);
+                }
+                s
+            }
             None => {
                 // A GPU first seen once the fleet has warmed up, beside
                 // SKU peers with a known background, is judged against
@@ -391,17 +353,25 @@ impl ChangeDetector {
                 let newcomer = row.ts_ms - first >= NEWCOMER_AFTER_MS
                     && bg.iter().all(|b| b.1 >= NEWCOMER_MIN_H);
                 self.gpus.entry(row.gpu.clone()).or_insert_with(|| {
-                    std::array::from_fn(|i| Stat {
-                        newcomer: newcomer && Signal::ALL[i].counts(),
-                        ..Stat::default()
-                    })
+                    Signal::ALL
+                        .iter()
+                        .map(|sig| Stat {
+                            newcomer: newcomer && sig.counts(),
+                            ..Stat::default()
+                        })
+                        .collect()
                 })
             }
         };
         for (i, sig) in Signal::ALL.iter().copied().enumerate() {
+            // (`Thermal` comes before `ThermalPeer`: its baselines are
+            // the peer signal's usual levels, this bucket included.)
+            let levels = stats[THERMAL].phases;
             let st = &mut stats[i];
             if st.bucket != bucket {
-                if st.n > 0 {
+                if sig == Signal::ThermalPeer {
+                    peers::close(&cfg, st, &levels, &mut self.groups, row.ts_ms);
+                } else if st.n > 0 {
                     let b = if sig.counts() { Some(&mut bg[i]) } else { None };
                     let m = median.get(i).copied().flatten();
                     close_bucket(&cfg, sig, st, b, m, row.ts_ms);
@@ -409,7 +379,7 @@ impl ChangeDetector {
                 st.bucket = bucket;
                 (st.sum, st.n, st.hours) = (0.0, 0, 0.0);
             }
-            if sig == Signal::Thermal {
+            if !sig.counts() {
                 // The bucket's workload phase; a bucket that spans a
                 // change of phase is not judged.
                 let ph = row.get(Col::PhaseCode);
@@ -423,6 +393,16 @@ impl ChangeDetector {
                 } else {
                     MIXED
                 };
+                if sig == Signal::ThermalPeer {
+                    // Its group: host and job (a bucket that changes
+                    // either is not judged either).
+                    let key =
+                        peers::group_key(row.topo.host.as_deref(), row.topo.job.as_deref(), ph);
+                    if st.n > 0 && st.group != key {
+                        st.phase = MIXED;
+                    }
+                    st.group = key;
+                }
             }
             let v = sig.value(row);
             if v.is_finite() {
@@ -430,10 +410,17 @@ impl ChangeDetector {
                 st.n += 1;
                 st.hours += interval_h;
             }
-            if !warm || (st.base_h < cfg.warm_up_h && !st.newcomer) || st.s <= 0.0 {
+            if !warm || (st.base_h < sig.warm_up_h(&cfg) && !st.newcomer) || st.s <= 0.0 {
                 continue;
             }
-            let r = cfg.risk(st.s);
+            // The peer test warns at twice the evidence's odds of the
+            // others (half their share of the false-warning budget).
+            let s_eff = if sig == Signal::ThermalPeer {
+                (st.s - std::f64::consts::LN_2).max(0.0)
+            } else {
+                st.s
+            };
+            let r = cfg.risk(s_eff);
             if r < 0.2 {
                 continue;
             }
@@ -454,6 +441,11 @@ const NEWCOMER_AFTER_MS: i64 = 3_600_000;
 
 #[path = "change_bucket.rs"]
 mod bucket;
+#[path = "change_signal.rs"]
+mod signal;
+pub use signal::Signal;
+#[path = "change_peers.rs"]
+mod peers;
 use bucket::{close_bucket, evidence};
 
 #[cfg(test)]

@@ -5,11 +5,16 @@
 //! a departure carries ([`evidence`]). Part of [`super`]: the detector
 //! routes rows into buckets, this judges them.
 
+use super::signal::{PEER_BASE_H, PEER_WARM_H};
 use super::*;
 
 /// How far apart the counters' baseline snapshots are (see
 /// `Stat::lagged`).
 const GUARD_MS: i64 = 2 * 3_600_000;
+
+/// The smallest spread assumed for the bucket means of the temperature's
+/// difference to its host peers, °C.
+const PEER_MIN_SD: f64 = 1.5;
 
 /// Expected counts a dispersion estimate is worth before the GPU's own
 /// buckets move it from 1 (Poisson).
@@ -89,8 +94,24 @@ pub(super) fn close_bucket(
         let x = st.sum / f64::from(st.n.max(1));
         let h = BUCKET_MS as f64 / 3.6e6;
         let (mean, var, seen_h) = *base;
-        let sd = var.max(0.0).sqrt().max(cfg.min_sd);
-        let u = if seen_h >= 1.0 { (x - mean) / sd } else { 0.0 };
+        // (The difference to host peers cancels the workload's and the
+        // air's noise: whole degrees are its floor.)
+        let min_sd = if sig == Signal::ThermalPeer {
+            PEER_MIN_SD
+        } else {
+            cfg.min_sd
+        };
+        let sd = var.max(0.0).sqrt().max(min_sd);
+        let judged_after = if sig == Signal::ThermalPeer {
+            PEER_WARM_H
+        } else {
+            1.0
+        };
+        let u = if seen_h >= judged_after {
+            (x - mean) / sd
+        } else {
+            0.0
+        };
         let delta = cfg.shift_sd;
         // Neighbouring buckets of a temperature are correlated (lag-1 φ,
         // learned per GPU): n of them carry the evidence of n(1−φ)/(1+φ)
@@ -119,8 +140,15 @@ pub(super) fn close_bucket(
         }
         st.prev_u = u.clamp(-4.0, 4.0);
         let llr = delta * (u - delta / 2.0) * (1.0 - phi) / (1.0 + phi);
-        // Exponentially weighted mean and variance of bucket means.
-        let w_old = seen_h * d;
+        // Exponentially weighted mean and variance of bucket means. The
+        // peer difference starts from a known place (like its peers), so
+        // after its first half hour its baseline counts as 6 h already:
+        // an expanding average absorbed a step 1.2 h into training.
+        let w_old = if sig == Signal::ThermalPeer && seen_h >= PEER_WARM_H {
+            (seen_h * d).max(PEER_BASE_H)
+        } else {
+            seen_h * d
+        };
         let w = w_old + h;
         let new_mean = (mean * w_old + x * h) / w;
         let new_var = if seen_h > 0.0 {
@@ -145,7 +173,7 @@ pub(super) fn close_bucket(
         }
     }
     let llr = llr.min(cfg.clip);
-    if st.base_h < cfg.warm_up_h && !st.newcomer {
+    if st.base_h < sig.warm_up_h(cfg) && !st.newcomer {
         // Still learning what is usual: no evidence accumulates yet.
         st.s = 0.0;
         return;
@@ -175,6 +203,12 @@ pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) 
             },
             st.excess,
             st.s
+        )
+    } else if sig == Signal::ThermalPeer {
+        format!(
+            "hotter for its load than its host's other GPUs in its job for {hours:.1} h: {:+.1} °C against \
+             their median (usual {:+.1} °C in this workload; change test {:.1}, warns at {warn:.1})",
+            st.peer_last, st.base_a, st.s
         )
     } else {
         format!(

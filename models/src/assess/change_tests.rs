@@ -70,8 +70,8 @@ fn run(
 fn thresholds_follow_the_budgets() {
     let c = ChangeConfig::default();
     let (w, p) = (c.threshold(c.warn_budget), c.threshold(c.page_budget));
-    // 288 buckets a day, 1,000 GPU-days, 4 signals sharing 10 warnings.
-    assert!((w - (288.0f64 * 1000.0 * 4.0 / 10.0).ln()).abs() < 1e-9);
+    // 288 buckets a day, 1,000 GPU-days, 5 signals sharing 10 warnings.
+    assert!((w - (288.0f64 * 1000.0 * 5.0 / 10.0).ln()).abs() < 1e-9);
     assert!(p > w);
     assert!((c.risk(w) - 0.6).abs() < 1e-6 && (c.risk(p) - 0.85).abs() < 1e-6);
     assert!(c.risk(0.0) == 0.0 && c.risk(1e9) <= 0.95);
@@ -295,4 +295,91 @@ fn a_neighbour_degrading_from_the_start_does_not_blunt_the_others() {
         "warned {:.1} h after the step (D = {disp:.1})",
         at - 6.0
     );
+}
+
+/// Runs five GPUs of one host and job for `hours`: residual = the GPU's
+/// steady offset + a common swing of the room and workload (±3 °C over
+/// 5 h) + noise + `fault(gpu, h)`; `job(gpu, h)` names each GPU's job.
+/// Returns the hour of each GPU's first thermal warning and its reason.
+fn run_host(
+    hours: f64,
+    fault: impl Fn(usize, f64) -> f64,
+    job: impl Fn(usize, f64) -> &'static str,
+) -> Vec<Option<(f64, String)>> {
+    const OFFSETS: [f64; 5] = [5.0, 2.0, -3.0, 3.0, -2.0];
+    let mut d = ChangeDetector::new(ChangeConfig::default());
+    let mut rng = SimRng::seed_from_u64(21);
+    let mut warned = vec![None; OFFSETS.len()];
+    for i in 0..(hours * 120.0) as i64 {
+        let h = i as f64 / 120.0;
+        let common = 3.0 * (2.0 * std::f64::consts::PI * h / 5.0).sin();
+        for (k, off) in OFFSETS.iter().enumerate() {
+            let z = off + common + fault(k, h) + 0.5 * f64::from(normal(&mut rng));
+            let mut r = row(i * STEP_MS, 0.0, z as f32);
+            r.gpu = format!("GPU-{k}").as_str().into();
+            r.topo.host = Some("node-1".into());
+            r.topo.job = Some(job(k, h).into());
+            let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
+            d.assess(&r, true, &mut c, &mut reasons);
+            if warned[k].is_none() && c[Kind::ThermalDegradation as usize] >= 0.6 {
+                let why = reasons.iter().map(|(_, e)| e.detail.clone()).collect();
+                warned[k] = Some((h, why));
+            }
+        }
+    }
+    warned
+}
+
+#[test]
+fn a_cooling_fault_early_in_training_is_seen_against_the_hosts_other_gpus() {
+    // GPU-0 steps +3 °C 1.2 h into training: its own baseline is still
+    // learning (the own test judges after 4 h and would take the step as
+    // usual), its peers' is not.
+    let warned = run_host(
+        12.0,
+        |k, h| if k == 0 && h >= 1.2 { 3.0 } else { 0.0 },
+        |_, _| "j1",
+    );
+    let (at, why) = warned[0].clone().expect("the step is flagged");
+    assert!(at - 1.2 < 4.0, "flagged {:.1} h after the step", at - 1.2);
+    assert!(why.contains("host's other GPUs"), "{why}");
+    assert!(warned[1..].iter().all(Option::is_none), "{warned:?}");
+}
+
+#[test]
+fn peers_leaving_the_group_do_not_step_the_ones_that_stay() {
+    // At 6 h GPU-1 and GPU-3 (the middle of the offsets) move to another
+    // job: the plain median of the rest falls by 4 °C, and GPU-0 read as
+    // 4 °C hotter than before. Nobody is faulty.
+    let job = |k: usize, h: f64| {
+        if (k == 1 || k == 3) && h >= 6.0 {
+            "j2"
+        } else {
+            "j1"
+        }
+    };
+    let warned = run_host(36.0, |_, _| 0.0, job);
+    assert!(warned.iter().all(Option::is_none), "{warned:?}");
+}
+
+#[test]
+fn a_snapshot_of_four_signals_loads_into_five() {
+    // Builds before the peer signal kept `[Stat; 4]` per GPU; CBOR writes
+    // arrays and vectors alike, and the GPU gains the missing one when
+    // it is next seen.
+    let old: std::collections::HashMap<String, [Stat; 4]> = [(
+        "GPU-c".to_string(),
+        std::array::from_fn(|_| Stat::default()),
+    )]
+    .into();
+    let mut bytes = Vec::new();
+    ciborium::into_writer(&old, &mut bytes).expect("cbor");
+    let new: std::collections::HashMap<String, Vec<Stat>> =
+        ciborium::from_reader(bytes.as_slice()).expect("loads");
+    assert_eq!(new["GPU-c"].len(), 4);
+    let mut d = ChangeDetector::new(ChangeConfig::default());
+    d.gpus.insert("GPU-c".into(), new["GPU-c"].clone());
+    let (mut c, mut r) = ([0.0f32; KINDS], Vec::new());
+    d.assess(&row(0, 0.0, 0.0), true, &mut c, &mut r);
+    assert_eq!(d.gpus["GPU-c"].len(), Signal::ALL.len());
 }

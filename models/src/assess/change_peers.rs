@@ -1,0 +1,175 @@
+//! The thermal peer signal of the change tests: a GPU's five-minute mean
+//! temperature residual (above what its load and air predict) minus the
+//! common part of its host's GPUs in its job and workload phase over the
+//! same bucket. Part of [`super`]: it keeps each (host, job, phase)
+//! group's bucket values for the last two buckets, so a GPU's bucket is
+//! judged once its peers' are in (one bucket later).
+//!
+//! The common part is the median of the members' residuals *each less its
+//! own usual level* (the `Thermal` signal's baseline in that phase): GPUs
+//! keep steady offsets of a few degrees from one another (heat sinks,
+//! places in the chassis), so a plain median of the residuals jumped by
+//! 2–3 °C whenever a member left or joined the group and the GPUs that
+//! stayed read as stepped. Host and job both: GPUs of one host in
+//! different jobs differ by their workloads, GPUs of one job on different
+//! hosts by their air.
+
+use features::hash::FxBuild;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+use super::bucket::close_bucket;
+use super::{ChangeConfig, MIXED, Signal, Stat};
+
+/// Hours of a phase the `Thermal` baseline needs before the GPU's
+/// residual, less that baseline, counts in its group's common part.
+const LEVEL_MIN_H: f64 = 0.25;
+
+/// Closes a GPU's bucket of the peer signal: its mean, less its usual
+/// level (`levels`: the `Thermal` signal's per-phase baselines), joins
+/// its group, and the bucket before (whose group is complete now) is
+/// judged.
+pub(super) fn close(
+    cfg: &ChangeConfig,
+    st: &mut Stat,
+    levels: &[(f64, f64, f64); 4],
+    groups: &mut HostGroups,
+    now_ms: i64,
+) {
+    let pending = st.peer_prev.take();
+    let mean = (st.n > 0).then(|| st.sum / f64::from(st.n));
+    let this = match (mean, st.group) {
+        (Some(m), Some(key)) if st.phase != MIXED => {
+            if let Some(&(level, _, seen_h)) = levels.get(usize::from(st.phase))
+                && seen_h >= LEVEL_MIN_H
+            {
+                groups.push(key, st.bucket, m - level);
+            }
+            Some((st.bucket, m, key, st.phase))
+        }
+        _ => None,
+    };
+    if let Some((b, m, key, phase)) = pending
+        && let Some(med) = groups.median(key, b)
+    {
+        let (sum, n, ph) = (st.sum, st.n, st.phase);
+        (st.sum, st.n, st.phase) = (m - med, 1, phase);
+        close_bucket(cfg, Signal::ThermalPeer, st, None, None, now_ms);
+        st.peer_last = m - med;
+        (st.sum, st.n, st.phase) = (sum, n, ph);
+    }
+    st.peer_prev = this;
+}
+
+/// Fewest GPUs a group's median needs (the GPU itself included).
+const MIN_GROUP: usize = 3;
+
+/// One group's bucket means: the open bucket's and the one before.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Group {
+    bucket: i64,
+    cur: Vec<f64>,
+    prev: Vec<f64>,
+}
+
+/// Every group's recent bucket means.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct HostGroups {
+    groups: HashMap<u64, Group, FxBuild>,
+}
+
+/// The key of a (host, job, phase) group.
+pub(super) fn group_key(host: Option<&str>, job: Option<&str>, phase: u8) -> Option<u64> {
+    let (host, job) = (host?, job?);
+    let h = [host.as_bytes(), &[0xff], job.as_bytes(), &[0xfe, phase]]
+        .iter()
+        .flat_map(|b| b.iter())
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    Some(h)
+}
+
+impl HostGroups {
+    /// Adds a GPU's mean for `bucket` to its group.
+    pub(super) fn push(&mut self, key: u64, bucket: i64, mean: f64) {
+        let g = self.groups.entry(key).or_default();
+        if bucket > g.bucket {
+            g.prev = if bucket == g.bucket + 1 {
+                std::mem::take(&mut g.cur)
+            } else {
+                Vec::new()
+            };
+            g.cur.clear();
+            g.bucket = bucket;
+        }
+        if bucket == g.bucket {
+            g.cur.push(mean);
+        } else if bucket == g.bucket - 1 {
+            g.prev.push(mean);
+        }
+    }
+
+    /// The median of the group's means for `bucket`, if it is one of the
+    /// two kept and has enough members.
+    pub(super) fn median(&self, key: u64, bucket: i64) -> Option<f64> {
+        let g = self.groups.get(&key)?;
+        let v = if bucket == g.bucket {
+            &g.cur
+        } else if bucket == g.bucket - 1 {
+            &g.prev
+        } else {
+            return None;
+        };
+        if v.len() < MIN_GROUP {
+            return None;
+        }
+        let mut s = v.clone();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        Some(if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            0.5 * (s[n / 2 - 1] + s[n / 2])
+        })
+    }
+
+    /// Drops groups not seen since `before` (jobs that ended).
+    pub(super) fn prune(&mut self, before: i64) {
+        self.groups.retain(|_, g| g.bucket >= before);
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.groups.len() * 96
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_groups_median_is_kept_for_two_buckets() {
+        let mut g = HostGroups::default();
+        let k = group_key(Some("node-1"), Some("job"), 2).expect("key");
+        for t in [60.0, 61.0, 65.0] {
+            g.push(k, 10, t);
+        }
+        assert_eq!(g.median(k, 10), Some(61.0));
+        g.push(k, 11, 62.0);
+        assert_eq!(g.median(k, 10), Some(61.0), "the bucket before stays");
+        assert_eq!(g.median(k, 11), None, "one GPU is no group");
+        g.push(k, 10, 70.0);
+        assert_eq!(
+            g.median(k, 10),
+            Some(63.0),
+            "a late GPU joins the bucket before"
+        );
+        g.push(k, 13, 60.0);
+        assert_eq!(g.median(k, 11), None, "a gap drops both");
+        assert_ne!(group_key(Some("node-1"), Some("job"), 3), Some(k));
+        assert_eq!(group_key(None, Some("job"), 2), None);
+        g.prune(14);
+        assert_eq!(g.median(k, 13), None);
+    }
+}

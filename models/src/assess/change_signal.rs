@@ -1,0 +1,106 @@
+//! The signals the change tests watch (part of [`super`]): which kind each
+//! one's evidence belongs to and what a feature row says about it.
+
+use features::{Col, FeatureRow};
+
+use super::{ChangeConfig, Kind};
+
+/// Hours of a phase the peer difference learns before it is judged (its
+/// baseline then counts as [`PEER_BASE_H`] of data: an expanding average
+/// absorbed a step 1.2 h into training).
+pub(super) const PEER_WARM_H: f64 = 0.5;
+pub(super) const PEER_BASE_H: f64 = 6.0;
+
+/// One signal under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Ecc,
+    Nvlink,
+    Pcie,
+    Thermal,
+    /// The temperature residual less the common part of its host's GPUs
+    /// in its job and phase (same code, same air): a cooling fault of one
+    /// GPU, with the workload's and the room's swings taken out.
+    ThermalPeer,
+}
+
+impl Signal {
+    pub const ALL: [Signal; 5] = [
+        Signal::Ecc,
+        Signal::Nvlink,
+        Signal::Pcie,
+        Signal::Thermal,
+        Signal::ThermalPeer,
+    ];
+
+    /// The alert kind the signal's evidence belongs to.
+    pub const fn kind(self) -> Kind {
+        match self {
+            Signal::Ecc => Kind::HbmEccTrend,
+            Signal::Nvlink => Kind::NvlinkErrors,
+            Signal::Pcie => Kind::PcieErrors,
+            Signal::Thermal | Signal::ThermalPeer => Kind::ThermalDegradation,
+        }
+    }
+
+    pub(super) const fn counts(self) -> bool {
+        !matches!(self, Signal::Thermal | Signal::ThermalPeer)
+    }
+
+    /// Background rate per hour assumed before anything is known (a
+    /// healthy GPU's order of magnitude; the SKU's measured background
+    /// replaces it within hours).
+    pub(super) const fn prior_rate_h(self) -> f64 {
+        match self {
+            Signal::Ecc => 0.5,
+            Signal::Nvlink => 2.0,
+            Signal::Pcie => 2.0,
+            Signal::Thermal | Signal::ThermalPeer => 0.0,
+        }
+    }
+
+    /// This row's value: a count since the previous sample, or a gauge
+    /// (NaN: no information).
+    pub(super) fn value(self, row: &FeatureRow) -> f64 {
+        let g = |c: Col| {
+            let v = f64::from(row.get(c));
+            if v.is_finite() && v >= 0.0 { v } else { 0.0 }
+        };
+        match self {
+            Signal::Ecc => g(Col::EccSbeDelta),
+            Signal::Nvlink => {
+                g(Col::NvlinkCrcFlitDelta)
+                    + g(Col::NvlinkCrcDataDelta)
+                    + g(Col::NvlinkReplayDelta)
+                    + g(Col::NvlinkRecoveryDelta)
+            }
+            Signal::Pcie => g(Col::PcieReplayDelta),
+            Signal::Thermal => f64::from(row.get(Col::GpuTempResid)),
+            // (The temperature above what the GPU's load and air predict,
+            // like `Thermal`; the group's median of the same is taken out
+            // when the bucket is judged, see `change_peers`: the model's
+            // common error in this workload and room cancels.)
+            Signal::ThermalPeer => f64::from(row.get(Col::GpuTempResid)),
+        }
+    }
+
+    pub(super) fn signal_name(self) -> &'static str {
+        match self {
+            Signal::Ecc => "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+            Signal::Nvlink => "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+            Signal::Pcie => "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+            Signal::Thermal | Signal::ThermalPeer => "DCGM_FI_DEV_GPU_TEMP",
+        }
+    }
+
+    /// Hours of baseline before the signal is judged. The peer signal
+    /// starts from a known place (like its peers), so half an hour of a
+    /// phase is enough: see [`PEER_WARM_H`].
+    pub(super) fn warm_up_h(self, cfg: &ChangeConfig) -> f64 {
+        if self == Signal::ThermalPeer {
+            PEER_WARM_H
+        } else {
+            cfg.warm_up_h
+        }
+    }
+}
