@@ -252,7 +252,12 @@ pub fn evaluate(
             "job in a low-utilisation spell: a straggler alert holds until it is busy again"
                 .to_string()
         } else {
-            format!("SM clock {clock_z:.1} σ below job peers, power {power_z:.1} σ")
+            let cohort = match level as u8 {
+                0 => "job",
+                1 => "host",
+                _ => "rack",
+            };
+            format!("SM clock {clock_z:.1} σ below {cohort} peers, power {power_z:.1} σ")
         };
         reasons.push((Kind::Straggler, ev("DCGM_FI_DEV_SM_CLOCK", text)));
     }
@@ -356,6 +361,20 @@ mod tests {
             r
         };
         assert!(straggler(&rack(-26.0, -3.0)) >= 0.35);
+        let (mut components, mut reasons) = ([0.0; KINDS], Vec::new());
+        evaluate(
+            &rack(-26.0, -3.0),
+            None,
+            true,
+            &mut components,
+            &mut reasons,
+        );
+        let why = &reasons
+            .iter()
+            .find(|(k, _)| *k == Kind::Straggler)
+            .expect("reason")
+            .1;
+        assert!(why.detail.contains("below rack peers"), "{}", why.detail);
         // ...a far slower clock alone only holds, and the fleet is too wide.
         assert_eq!(straggler(&rack(-26.0, -0.9)), STRAGGLER_HOLD);
         let mut fleet = rack(-26.0, -3.0);
