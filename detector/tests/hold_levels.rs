@@ -34,3 +34,26 @@ fn thermal_hold_sits_between_the_default_thresholds_and_flags_at_fire_at() {
     );
     assert_eq!(f64::from(THERMAL_FLAGS), rule.fire_at, "{rule:?}");
 }
+
+#[test]
+fn change_tests_warn_at_their_kinds_fire_at() {
+    // The change tests' thresholds come from the false-warning budget; the
+    // risk they give at that threshold must be where the shipped policy
+    // fires their kind, or the budget does not hold (a fixed 0.6 fired the
+    // kinds at the default 0.5 five-sixths of the way there).
+    use models::assess::change::{ChangeConfig, Signal};
+    let cfg = RawConfig::default().validate().expect("defaults");
+    let change = ChangeConfig::default();
+    let w = change.threshold(change.warn_budget);
+    for sig in Signal::ALL {
+        let kind = sig.kind().as_str();
+        let rule = cfg
+            .alerts
+            .engine
+            .rules
+            .get(kind)
+            .unwrap_or(&cfg.alerts.engine.default_rule);
+        let at = f64::from(change.risk(sig, w));
+        assert!((at - rule.fire_at).abs() < 1e-6, "{kind}: {at} vs {rule:?}");
+    }
+}

@@ -29,8 +29,10 @@
 //! raises a false alarm no more than once in `e^h` buckets on average
 //! (Lorden), so `h = ln(buckets per day · 1,000 / (budget per 1,000
 //! GPU-days / signals))`, one `h` for warnings and a higher one for pages.
-//! The statistic maps to a risk: 0.6 (a warning's `fire_at`) at the warning
-//! threshold, 0.85 (where `hbm_ecc_trend` pages) at the page threshold.
+//! The statistic maps to a risk: its kind's warning `fire_at` in the
+//! shipped policy (0.6 for `hbm_ecc_trend`, 0.5 for the others) at the
+//! warning threshold, 0.85 (where `hbm_ecc_trend` pages) at the page
+//! threshold.
 //!
 //! Baselines learn with a half-life of three days (a day absorbed
 //! precursors that grow over 10–20 h), and only at a tenth of that pace
@@ -123,17 +125,23 @@ impl ChangeConfig {
         (BUCKETS_PER_DAY * 1000.0 / per_signal).ln()
     }
 
-    /// The risk of a statistic `s`: 0.6 at the warning threshold, 0.85 at
-    /// the page threshold, 0.95 at most.
-    pub fn risk(&self, s: f64) -> f32 {
+    /// The risk of a statistic `s` of `sig`: the shipped policy's warning
+    /// `fire_at` of its kind at the warning threshold
+    /// ([`Signal::warn_risk`]), 0.85 at the page threshold, 0.95 at most.
+    /// (A fixed 0.6 at the warning threshold fired the kinds that warn at
+    /// the default 0.5 five-sixths of the way there: ~7× the budget's
+    /// false alarms by the bound below, and 11.7–12.7 false warnings per
+    /// 1,000 GPU-days on full seeds 109 and 115.)
+    pub fn risk(&self, sig: Signal, s: f64) -> f32 {
         let (w, p) = (
             self.threshold(self.warn_budget),
             self.threshold(self.page_budget),
         );
+        let at = f64::from(sig.warn_risk());
         let r = if s < w {
-            0.6 * s / w
+            at * s / w
         } else {
-            0.6 + 0.25 * (s - w) / (p - w).max(1e-9)
+            at + (PAGE_RISK - at) * (s - w) / (p - w).max(1e-9)
         };
         r.clamp(0.0, 0.95) as f32
     }
@@ -204,6 +212,9 @@ struct Stat {
     #[serde(default)]
     peer_last: f64,
 }
+
+/// The risk at the page threshold (where `hbm_ecc_trend` pages).
+const PAGE_RISK: f64 = 0.85;
 
 /// Where `Thermal` is in [`Signal::ALL`].
 const THERMAL: usize = 3;
@@ -413,14 +424,8 @@ impl ChangeDetector {
             if !warm || (st.base_h < sig.warm_up_h(&cfg) && !st.newcomer) || st.s <= 0.0 {
                 continue;
             }
-            // The peer test warns at twice the evidence's odds of the
-            // others (half their share of the false-warning budget).
-            let s_eff = if sig == Signal::ThermalPeer {
-                (st.s - std::f64::consts::LN_2).max(0.0)
-            } else {
-                st.s
-            };
-            let r = cfg.risk(s_eff);
+            let s_eff = (st.s - sig.extra_evidence()).max(0.0);
+            let r = cfg.risk(sig, s_eff);
             if r < 0.2 {
                 continue;
             }

@@ -190,7 +190,7 @@ pub(super) fn close_bucket(
 
 pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) -> Evidence {
     let hours = (now_ms - st.since_ms).max(0) as f64 / 3.6e6;
-    let warn = cfg.threshold(cfg.warn_budget);
+    let warn = cfg.threshold(cfg.warn_budget) + sig.extra_evidence();
     let detail = if sig.counts() {
         let base = st.base_a / st.base_h.max(1e-9);
         format!(

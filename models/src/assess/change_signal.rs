@@ -93,6 +93,28 @@ impl Signal {
         }
     }
 
+    /// The risk at the warning threshold: the shipped alert policy's
+    /// `fire_at` of the signal's kind, so a warning fires where the
+    /// budget puts it (detector's `tests/hold_levels.rs` checks them
+    /// against the policy).
+    pub const fn warn_risk(self) -> f32 {
+        match self {
+            Signal::Ecc => 0.6,
+            Signal::Nvlink | Signal::Pcie | Signal::Thermal | Signal::ThermalPeer => 0.5,
+        }
+    }
+
+    /// Evidence the signal needs beyond the shared warning threshold: the
+    /// peer test warns at twice the others' odds (half their share of
+    /// the false-warning budget), since it shares a kind with `Thermal`.
+    pub(super) fn extra_evidence(self) -> f64 {
+        if self == Signal::ThermalPeer {
+            std::f64::consts::LN_2
+        } else {
+            0.0
+        }
+    }
+
     /// Hours of baseline before the signal is judged. The peer signal
     /// starts from a known place (like its peers), so half an hour of a
     /// phase is enough: see [`PEER_WARM_H`].

@@ -39,7 +39,7 @@ fn normal(rng: &mut SimRng) -> f32 {
 
 /// Runs `hours` of rows, `rate(h)` correctable errors per hour and a
 /// temperature z of `temp(h)` plus noise; returns the hour of the first
-/// warning (risk ≥ 0.6) per kind.
+/// warning (risk ≥ the kind's warning level) per kind.
 fn run(
     hours: f64,
     seed: u64,
@@ -59,7 +59,7 @@ fn run(
         if ecc.is_none() && c[Kind::HbmEccTrend as usize] >= 0.6 {
             ecc = Some(h);
         }
-        if thermal.is_none() && c[Kind::ThermalDegradation as usize] >= 0.6 {
+        if thermal.is_none() && c[Kind::ThermalDegradation as usize] >= 0.5 {
             thermal = Some(h);
         }
     }
@@ -73,8 +73,15 @@ fn thresholds_follow_the_budgets() {
     // 288 buckets a day, 1,000 GPU-days, 5 signals sharing 10 warnings.
     assert!((w - (288.0f64 * 1000.0 * 5.0 / 10.0).ln()).abs() < 1e-9);
     assert!(p > w);
-    assert!((c.risk(w) - 0.6).abs() < 1e-6 && (c.risk(p) - 0.85).abs() < 1e-6);
-    assert!(c.risk(0.0) == 0.0 && c.risk(1e9) <= 0.95);
+    for sig in Signal::ALL {
+        let at = sig.warn_risk();
+        assert!((c.risk(sig, w) - at).abs() < 1e-6 && (c.risk(sig, p) - 0.85).abs() < 1e-6);
+        assert!(c.risk(sig, 0.0) == 0.0 && c.risk(sig, 1e9) <= 0.95);
+        assert!(
+            c.risk(sig, 0.99 * w) < at,
+            "below the threshold it does not warn"
+        );
+    }
     // A tighter budget waits for more evidence.
     assert!(c.threshold(1.0) > c.threshold(10.0));
 }
@@ -163,7 +170,7 @@ fn a_change_of_workload_is_not_a_change_of_temperature() {
         let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
         d.assess(&r, true, &mut c, &mut reasons);
         assert!(
-            c[Kind::ThermalDegradation as usize] < 0.6,
+            c[Kind::ThermalDegradation as usize] < 0.5,
             "warned at row {i}"
         );
     }
@@ -321,7 +328,7 @@ fn run_host(
             r.topo.job = Some(job(k, h).into());
             let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
             d.assess(&r, true, &mut c, &mut reasons);
-            if warned[k].is_none() && c[Kind::ThermalDegradation as usize] >= 0.6 {
+            if warned[k].is_none() && c[Kind::ThermalDegradation as usize] >= 0.5 {
                 let why = reasons.iter().map(|(_, e)| e.detail.clone()).collect();
                 warned[k] = Some((h, why));
             }
