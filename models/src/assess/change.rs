@@ -208,9 +208,11 @@ struct Stat {
     group: Option<u64>,
     #[serde(default)]
     peer_prev: Option<(i64, f64, u64, u8)>,
-    /// The thermal peer signal: the last judged difference, for the reason.
+    /// Gauges: the sum of the judged buckets' departures from their
+    /// phase's usual level since the statistic last rose (with `excess`,
+    /// the buckets, their mean departure: the reason's number).
     #[serde(default)]
-    peer_last: f64,
+    dev_sum: f64,
 }
 
 /// The risk at the page threshold (where `hbm_ecc_trend` pages).

@@ -38,6 +38,8 @@ pub(super) fn close_bucket(
         0.5f64.powf(h / hl)
     };
     let quarter = cfg.threshold(cfg.warn_budget) / 4.0;
+    // (Gauges: this bucket's departure from its phase's usual level.)
+    let mut dev = 0.0;
     let llr = if sig.counts() {
         if st.hours <= 0.0 {
             return;
@@ -107,11 +109,10 @@ pub(super) fn close_bucket(
         } else {
             1.0
         };
-        let u = if seen_h >= judged_after {
-            (x - mean) / sd
-        } else {
-            0.0
-        };
+        if seen_h >= judged_after {
+            dev = x - mean;
+        }
+        let u = dev / sd;
         let delta = cfg.shift_sd;
         // Neighbouring buckets of a temperature are correlated (lag-1 φ,
         // learned per GPU): n of them carry the evidence of n(1−φ)/(1+φ)
@@ -181,10 +182,12 @@ pub(super) fn close_bucket(
     if st.s <= 0.0 && llr > 0.0 {
         st.since_ms = now_ms;
         st.excess = 0.0;
+        st.dev_sum = 0.0;
     }
     st.s = (st.s + llr).max(0.0);
     if st.s > 0.0 {
         st.excess += if sig.counts() { st.sum } else { 1.0 };
+        st.dev_sum += dev;
     }
 }
 
@@ -204,19 +207,19 @@ pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) 
             st.excess,
             st.s
         )
-    } else if sig == Signal::ThermalPeer {
-        format!(
-            "hotter for its load than its host's other GPUs in its job for {hours:.1} h: {:+.1} °C against \
-             their median (usual {:+.1} °C in this workload; change test {:.1}, warns at {warn:.1})",
-            st.peer_last, st.base_a, st.s
-        )
     } else {
+        // The mean departure since the test rose (the open bucket alone
+        // read "hotter … −0.8 °C against its usual +1.1 °C").
+        let above = st.dev_sum / st.excess.max(1.0);
+        let against = if sig == Signal::ThermalPeer {
+            "for its load than its host's other GPUs in its job"
+        } else {
+            "than expected at this load"
+        };
         format!(
-            "hotter than expected at this load for {hours:.1} h: {:+.1} °C against its usual \
-             {:+.1} °C in this workload (change test {:.1}, warns at {warn:.1})",
-            st.sum / f64::from(st.n.max(1)),
-            st.base_a,
-            st.s
+            "hotter {against} for {hours:.1} h: {above:+.1} °C above its usual {:+.1} °C in this \
+             workload on average (change test {:.1}, warns at {warn:.1})",
+            st.base_a, st.s
         )
     };
     Evidence {

@@ -55,7 +55,6 @@ pub(super) fn close(
         let (sum, n, ph) = (st.sum, st.n, st.phase);
         (st.sum, st.n, st.phase) = (m - med, 1, phase);
         close_bucket(cfg, Signal::ThermalPeer, st, None, None, now_ms);
-        st.peer_last = m - med;
         (st.sum, st.n, st.phase) = (sum, n, ph);
     }
     st.peer_prev = this;

@@ -350,6 +350,15 @@ fn a_cooling_fault_early_in_training_is_seen_against_the_hosts_other_gpus() {
     let (at, why) = warned[0].clone().expect("the step is flagged");
     assert!(at - 1.2 < 4.0, "flagged {:.1} h after the step", at - 1.2);
     assert!(why.contains("host's other GPUs"), "{why}");
+    // The reason's number is the mean departure since the test rose: the
+    // step, not one bucket's noise.
+    let above: f64 = why
+        .split("h: ")
+        .nth(1)
+        .and_then(|r| r.split(" °C above").next())
+        .and_then(|x| x.parse().ok())
+        .expect("a departure in the reason");
+    assert!((2.0..4.0).contains(&above), "{why}");
     assert!(warned[1..].iter().all(Option::is_none), "{warned:?}");
 }
 
