@@ -348,6 +348,13 @@ pub struct EngineConfig {
     pub slot_labels: Vec<String>,
 }
 
+impl EngineConfig {
+    /// The rule of `kind`: its own, else the default.
+    pub fn rule_for(&self, kind: &str) -> &Rule {
+        self.rules.get(kind).unwrap_or(&self.default_rule)
+    }
+}
+
 fn level(key: &str, raw: Option<RawLevel>) -> Result<Option<Level>, ConfigError> {
     let Some(l) = raw else { return Ok(None) };
     if l.min_count == 0 {

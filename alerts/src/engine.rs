@@ -110,7 +110,7 @@ impl AlertEngine {
     /// An empty table for `kind` with its rule from the config.
     pub(crate) fn new_table(cfg: &EngineConfig, kind: &str) -> KindTable {
         KindTable {
-            rule: cfg.rules.get(kind).unwrap_or(&cfg.default_rule).clone(),
+            rule: cfg.rule_for(kind).clone(),
             correlate: !cfg.exclude_kinds.iter().any(|k| k == kind),
             states: Default::default(),
             groups: Default::default(),
@@ -159,12 +159,7 @@ impl AlertEngine {
                 None => Self::start(t, level, value, obs),
             },
             None => {
-                let fire_at = self
-                    .cfg
-                    .rules
-                    .get(obs.kind)
-                    .unwrap_or(&self.cfg.default_rule)
-                    .fire_at;
+                let fire_at = self.cfg.rule_for(obs.kind).fire_at;
                 if obs.value < fire_at {
                     return out;
                 }

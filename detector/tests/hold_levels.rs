@@ -21,12 +21,7 @@ fn straggler_hold_sits_between_the_default_thresholds() {
 #[test]
 fn thermal_hold_sits_between_the_default_thresholds_and_flags_at_fire_at() {
     let cfg = RawConfig::default().validate().expect("defaults");
-    let rule = cfg
-        .alerts
-        .engine
-        .rules
-        .get("thermal_degradation")
-        .unwrap_or(&cfg.alerts.engine.default_rule);
+    let rule = cfg.alerts.engine.rule_for("thermal_degradation");
     let hold = f64::from(THERMAL_HOLD);
     assert!(
         hold < rule.fire_at && hold >= rule.resolve_below,
@@ -47,12 +42,7 @@ fn change_tests_warn_at_their_kinds_fire_at() {
     let w = change.threshold(change.warn_budget);
     for sig in Signal::ALL {
         let kind = sig.kind().as_str();
-        let rule = cfg
-            .alerts
-            .engine
-            .rules
-            .get(kind)
-            .unwrap_or(&cfg.alerts.engine.default_rule);
+        let rule = cfg.alerts.engine.rule_for(kind);
         let at = f64::from(change.risk(sig, w));
         assert!((at - rule.fire_at).abs() < 1e-6, "{kind}: {at} vs {rule:?}");
     }

@@ -378,11 +378,13 @@ impl ChangeDetector {
         };
         for (i, sig) in Signal::ALL.iter().copied().enumerate() {
             // (`Thermal` comes before `ThermalPeer`: its baselines are
-            // the peer signal's usual levels, this bucket included.)
-            let levels = stats[THERMAL].phases;
+            // the peer signal's usual levels, this bucket included; read
+            // only when a peer bucket closes.)
+            let levels = (sig == Signal::ThermalPeer && stats[i].bucket != bucket)
+                .then(|| stats[THERMAL].phases);
             let st = &mut stats[i];
             if st.bucket != bucket {
-                if sig == Signal::ThermalPeer {
+                if let Some(levels) = levels {
                     peers::close(&cfg, st, &levels, &mut self.groups, row.ts_ms);
                 } else if st.n > 0 {
                     let b = if sig.counts() { Some(&mut bg[i]) } else { None };

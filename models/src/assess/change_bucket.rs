@@ -5,16 +5,11 @@
 //! a departure carries ([`evidence`]). Part of [`super`]: the detector
 //! routes rows into buckets, this judges them.
 
-use super::signal::{PEER_BASE_H, PEER_WARM_H};
 use super::*;
 
 /// How far apart the counters' baseline snapshots are (see
 /// `Stat::lagged`).
 const GUARD_MS: i64 = 2 * 3_600_000;
-
-/// The smallest spread assumed for the bucket means of the temperature's
-/// difference to its host peers, °C.
-const PEER_MIN_SD: f64 = 1.5;
 
 /// Expected counts a dispersion estimate is worth before the GPU's own
 /// buckets move it from 1 (Poisson).
@@ -96,20 +91,9 @@ pub(super) fn close_bucket(
         let x = st.sum / f64::from(st.n.max(1));
         let h = BUCKET_MS as f64 / 3.6e6;
         let (mean, var, seen_h) = *base;
-        // (The difference to host peers cancels the workload's and the
-        // air's noise: whole degrees are its floor.)
-        let min_sd = if sig == Signal::ThermalPeer {
-            PEER_MIN_SD
-        } else {
-            cfg.min_sd
-        };
-        let sd = var.max(0.0).sqrt().max(min_sd);
-        let judged_after = if sig == Signal::ThermalPeer {
-            PEER_WARM_H
-        } else {
-            1.0
-        };
-        if seen_h >= judged_after {
+        let sd = var.max(0.0).sqrt().max(sig.min_sd(cfg));
+        let judged = seen_h >= sig.judged_after_h();
+        if judged {
             dev = x - mean;
         }
         let u = dev / sd;
@@ -141,12 +125,10 @@ pub(super) fn close_bucket(
         }
         st.prev_u = u.clamp(-4.0, 4.0);
         let llr = delta * (u - delta / 2.0) * (1.0 - phi) / (1.0 + phi);
-        // Exponentially weighted mean and variance of bucket means. The
-        // peer difference starts from a known place (like its peers), so
-        // after its first half hour its baseline counts as 6 h already:
-        // an expanding average absorbed a step 1.2 h into training.
-        let w_old = if sig == Signal::ThermalPeer && seen_h >= PEER_WARM_H {
-            (seen_h * d).max(PEER_BASE_H)
+        // Exponentially weighted mean and variance of bucket means (once
+        // judged, the baseline weighs at least `Signal::baseline_floor_h`).
+        let w_old = if judged {
+            (seen_h * d).max(sig.baseline_floor_h())
         } else {
             seen_h * d
         };

@@ -14,7 +14,7 @@
 //! different jobs differ by their workloads, GPUs of one job on different
 //! hosts by their air.
 
-use features::hash::FxBuild;
+use features::hash::{FxBuild, fnv1a, fnv1a_keyed};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -77,16 +77,15 @@ pub(super) struct HostGroups {
     groups: HashMap<u64, Group, FxBuild>,
 }
 
-/// The key of a (host, job, phase) group.
+/// The key of a (host, job, phase) group: FNV-1a of the three, with
+/// separators.
 pub(super) fn group_key(host: Option<&str>, job: Option<&str>, phase: u8) -> Option<u64> {
     let (host, job) = (host?, job?);
-    let h = [host.as_bytes(), &[0xff], job.as_bytes(), &[0xfe, phase]]
-        .iter()
-        .flat_map(|b| b.iter())
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-    Some(h)
+    let rest: [&[u8]; 3] = [&[0xff], job.as_bytes(), &[0xfe, phase]];
+    Some(
+        rest.iter()
+            .fold(fnv1a(host.as_bytes()), |h, part| fnv1a_keyed(h, part)),
+    )
 }
 
 impl HostGroups {
@@ -123,14 +122,7 @@ impl HostGroups {
         if v.len() < MIN_GROUP {
             return None;
         }
-        let mut s = v.clone();
-        s.sort_by(f64::total_cmp);
-        let n = s.len();
-        Some(if n % 2 == 1 {
-            s[n / 2]
-        } else {
-            0.5 * (s[n / 2 - 1] + s[n / 2])
-        })
+        crate::stats::median(&mut v.clone())
     }
 
     /// Drops groups not seen since `before` (jobs that ended).
@@ -167,6 +159,8 @@ mod tests {
         g.push(k, 13, 60.0);
         assert_eq!(g.median(k, 11), None, "a gap drops both");
         assert_ne!(group_key(Some("node-1"), Some("job"), 3), Some(k));
+        // (Stable across builds: checkpoints keep these keys.)
+        assert_eq!(k, fnv1a(b"node-1\xffjob\xfe\x02"));
         assert_eq!(group_key(None, Some("job"), 2), None);
         g.prune(14);
         assert_eq!(g.median(k, 13), None);

@@ -8,8 +8,13 @@ use super::{ChangeConfig, Kind};
 /// Hours of a phase the peer difference learns before it is judged (its
 /// baseline then counts as [`PEER_BASE_H`] of data: an expanding average
 /// absorbed a step 1.2 h into training).
-pub(super) const PEER_WARM_H: f64 = 0.5;
-pub(super) const PEER_BASE_H: f64 = 6.0;
+const PEER_WARM_H: f64 = 0.5;
+const PEER_BASE_H: f64 = 6.0;
+
+/// The smallest spread assumed for the bucket means of the temperature's
+/// difference to its host peers, °C (the difference cancels the
+/// workload's and the air's noise: whole degrees are its floor).
+const PEER_MIN_SD: f64 = 1.5;
 
 /// One signal under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +115,36 @@ impl Signal {
     pub(super) fn extra_evidence(self) -> f64 {
         if self == Signal::ThermalPeer {
             std::f64::consts::LN_2
+        } else {
+            0.0
+        }
+    }
+
+    /// The smallest spread of a gauge's bucket means, °C.
+    pub(super) fn min_sd(self, cfg: &ChangeConfig) -> f64 {
+        if self == Signal::ThermalPeer {
+            PEER_MIN_SD
+        } else {
+            cfg.min_sd
+        }
+    }
+
+    /// Hours of a phase a gauge's baseline has seen before its buckets
+    /// are judged against it.
+    pub(super) fn judged_after_h(self) -> f64 {
+        if self == Signal::ThermalPeer {
+            PEER_WARM_H
+        } else {
+            1.0
+        }
+    }
+
+    /// The weight, hours, a judged gauge baseline counts at least: the
+    /// peer difference starts from a known place (like its peers), so
+    /// after its first half hour it weighs 6 h.
+    pub(super) fn baseline_floor_h(self) -> f64 {
+        if self == Signal::ThermalPeer {
+            PEER_BASE_H
         } else {
             0.0
         }
