@@ -281,9 +281,17 @@ impl AlertRouter {
         })
     }
 
-    /// Routes engine events into their groups.
+    /// Routes engine events into their groups, in event time: a group
+    /// due before an event's time is flushed first (into the notifications
+    /// waiting for the outbox), as it would have been had the events come
+    /// one by one. A batch that spans hours (a stage catching up after a
+    /// takeover) otherwise held an incident's firing and its resolve in
+    /// one window, and the resolve cancelled the page.
     pub fn push(&mut self, events: &[AlertEvent]) {
         for e in events {
+            if self.dispatcher.next_due().is_some_and(|t| t < e.ts) {
+                self.take_due(e.ts);
+            }
             self.dispatcher.push(e);
         }
     }
@@ -297,6 +305,13 @@ impl AlertRouter {
     /// how many may wait ([`AlertRouter::unwritten`]) and retries with
     /// [`AlertRouter::retry`].
     pub fn flush(&mut self, now_ms: i64) -> Result<usize, OutboxError> {
+        self.take_due(now_ms);
+        self.retry()
+    }
+
+    /// Moves the notifications of the groups due at `now_ms` to those
+    /// waiting for the outbox (shadow routes' to their log).
+    fn take_due(&mut self, now_ms: i64) {
         let mut notifications = self.dispatcher.tick(now_ms);
         if notifications.iter().any(|n| n.shadow) {
             let (shadow, live): (Vec<_>, Vec<_>) =
@@ -320,7 +335,6 @@ impl AlertRouter {
             notifications = live;
         }
         self.unwritten.extend(notifications);
-        self.retry()
     }
 
     /// Stores the notifications waiting for the outbox.

@@ -449,6 +449,58 @@ fn a_shadow_route_records_instead_of_sending() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A batch of events spanning more than a group's window (a fleet stage
+/// catching up after a takeover: an incident's firing and, 74 minutes of
+/// event time later, its resolve) is notified as if the events had come
+/// one by one: the page, then its resolve. Pushed together and flushed
+/// once, the resolve had cancelled the unsent page.
+#[test]
+fn a_batch_spanning_hours_pages_then_resolves() {
+    use crate::outbox::Outbox;
+    use crate::pipeline::AlertRouter;
+    let raw: RawRoute =
+        toml::from_str("receiver = \"pd\"\ngroup_wait = \"0s\"\ngroup_interval = \"1m\"\n")
+            .expect("parses");
+    let route = raw.validate(&["pd"]).expect("valid");
+    let dir = std::env::temp_dir().join(format!("fw-batch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let outbox = std::sync::Arc::new(
+        Outbox::open(&dir.join("outbox"), &[("pd".to_owned(), true)]).expect("outbox"),
+    );
+    let mut r = AlertRouter::new(&route, &[], outbox.clone());
+    let fire = AlertEvent {
+        ts: 7 * 3_600_000,
+        status: Status::Firing,
+        severity: Severity::Critical,
+        kind: "rack_cooling".into(),
+        scope: Scope::Rack,
+        labels: [("rack".to_owned(), "r02".to_owned())].into(),
+        dedup_key: "forewarn/rack/r02/rack_cooling".into(),
+        summary: "s".into(),
+        risk: 1.0,
+        eta_hours: None,
+        reasons: vec![],
+    };
+    let resolve = AlertEvent {
+        ts: fire.ts + 74 * 60_000,
+        status: Status::Resolved,
+        ..fire.clone()
+    };
+    r.push(&[fire.clone(), resolve.clone()]);
+    r.flush(resolve.ts + 60_000).expect("flush");
+    assert_eq!(outbox.pending("pd"), 2, "the page and its resolve");
+    // Within one window (the same instant) a flap still cancels.
+    let mut r = AlertRouter::new(&route, &[], outbox.clone());
+    let flap = AlertEvent {
+        ts: fire.ts,
+        ..resolve.clone()
+    };
+    r.push(&[fire, flap]);
+    r.flush(resolve.ts).expect("flush");
+    assert_eq!(outbox.pending("pd"), 2, "nothing more");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_handed_over_gpu_leaves_without_an_event() {
     let mut e = engine("[lifecycle.default]\nfor = \"0s\"\nstale_after = \"10m\"\n");
