@@ -7,8 +7,10 @@
 //! - counters (correctable ECC, NVLink CRC / replay / recovery, PCIe
 //!   replays): a Poisson CUSUM of the bucket's count against `λ0 · t`,
 //!   where `λ0` is the GPU's own long-run rate, shrunk towards its SKU's
-//!   background in the shard while the GPU's history is short; the
-//!   alternative is `ρ · λ0`;
+//!   background in the shard while the GPU's history is short, and `t`
+//!   the bucket's hours, for the link counters weighed by their workload
+//!   phase ([`exposure`]: link errors come with traffic); the alternative
+//!   is `ρ · λ0`;
 //! - the temperature residual (`gpu_temp_resid`: actual minus expected at
 //!   this load and the host's air, so a warmer room moves every GPU's
 //!   expectation, not its residual): a Gaussian CUSUM of the bucket mean
@@ -257,6 +259,10 @@ pub struct ChangeDetector {
     /// The thermal peer signal's (host, job, phase) groups.
     #[serde(default)]
     groups: peers::HostGroups,
+    /// Per SKU (as `background`), the counters' weight of an hour of each
+    /// workload phase ([`exposure`]).
+    #[serde(default)]
+    exposure: Vec<exposure::Exposure>,
 }
 
 impl ChangeDetector {
@@ -350,6 +356,12 @@ impl ChangeDetector {
             self.sku_of
                 .insert(row.gpu.clone(), u8::try_from(at).unwrap_or(u8::MAX));
         }
+        if self.exposure.len() <= at {
+            self.exposure.resize_with(at + 1, Default::default);
+        }
+        let expo = &mut self.exposure[at];
+        let phase = exposure::phase_index(row.get(Col::PhaseCode));
+        let quarter = cfg.threshold(cfg.warn_budget) / 4.0;
         let bg = &mut self.background[at].1;
         let stats = match self.gpus.get_mut(&row.gpu) {
             Some(s) => {
@@ -423,7 +435,16 @@ impl ChangeDetector {
             if v.is_finite() {
                 st.sum += v;
                 st.n += 1;
-                st.hours += interval_h;
+                st.hours += if sig.weighed_by_phase() {
+                    // Link counters: hours weighed by the traffic the
+                    // phase brings (a quiet GPU's rows teach it).
+                    if st.s <= quarter {
+                        expo.learn(i, phase, v, interval_h);
+                    }
+                    interval_h * expo.weight(i, phase)
+                } else {
+                    interval_h
+                };
             }
             if !warm || (st.base_h < sig.warm_up_h(&cfg) && !st.newcomer) || st.s <= 0.0 {
                 continue;
@@ -453,6 +474,8 @@ mod bucket;
 #[path = "change_signal.rs"]
 mod signal;
 pub use signal::Signal;
+#[path = "change_exposure.rs"]
+mod exposure;
 #[path = "change_peers.rs"]
 mod peers;
 use bucket::{close_bucket, evidence};

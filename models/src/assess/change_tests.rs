@@ -399,3 +399,66 @@ fn a_snapshot_of_four_signals_loads_into_five() {
     d.assess(&row(0, 0.0, 0.0), true, &mut c, &mut r);
     assert_eq!(d.gpus["GPU-c"].len(), Signal::ALL.len());
 }
+
+/// Hours of PCIe errors in a fleet whose link errors come with traffic:
+/// a GPU's rate is its background × 1 while training, × 0.3 otherwise.
+/// GPU-0..9 alternate 4 h of training and 4 h idle; GPU-quiet idles for
+/// 36 h and then trains; GPU-bad does the same, but its rate is ten
+/// times its background from hour 36. Returns the hour each of the last
+/// two first warned on PCIe.
+fn run_traffic(weigh: bool) -> (Option<f64>, Option<f64>) {
+    let mut d = ChangeDetector::new(ChangeConfig::default());
+    let mut rng = SimRng::seed_from_u64(11);
+    let (mut quiet, mut bad) = (None, None);
+    for i in 0..(60 * 120) {
+        let h = i as f64 / 120.0;
+        for k in 0..12 {
+            let (name, training, factor) = match k {
+                10 => ("GPU-quiet".to_string(), h >= 36.0, 1.0),
+                11 => (
+                    "GPU-bad".to_string(),
+                    h >= 36.0,
+                    if h >= 36.0 { 10.0 } else { 1.0 },
+                ),
+                _ => (
+                    format!("GPU-{k}"),
+                    ((h + k as f64) / 4.0) as i64 % 2 == 0,
+                    1.0,
+                ),
+            };
+            let traffic = if training { 1.0 } else { 0.3 };
+            let mut r = row(i * STEP_MS, 0.0, 0.0);
+            r.values[Col::PcieReplayDelta as usize] =
+                poisson(&mut rng, 6.0 * traffic * factor / 120.0);
+            r.values[Col::PhaseCode as usize] = if training { 2.0 } else { 0.0 };
+            r.gpu = name.as_str().into();
+            if !weigh {
+                // No phase: every hour weighs the same.
+                r.values[Col::PhaseCode as usize] = f32::NAN;
+            }
+            let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
+            d.assess(&r, true, &mut c, &mut reasons);
+            let warned = c[Kind::PcieErrors as usize] >= 0.5;
+            match k {
+                10 if warned && quiet.is_none() => quiet = Some(h),
+                11 if warned && bad.is_none() => bad = Some(h),
+                _ => {}
+            }
+        }
+    }
+    (quiet, bad)
+}
+
+#[test]
+fn a_gpu_that_starts_training_after_a_day_idle_is_not_a_change() {
+    // Weighed by phase: the quiet GPU's threefold rise is its workload's,
+    // the bad one's tenfold rise is still flagged within hours.
+    let (quiet, bad) = run_traffic(true);
+    assert_eq!(quiet, None, "the GPU that began training warned");
+    let at = bad.expect("the degrading GPU is flagged");
+    assert!(at > 36.0 && at < 40.0, "warned at {at} h");
+    // Unweighed (no phase known), the same workload change warns: the
+    // test above is the weighting's, not the rates'.
+    let (quiet, _) = run_traffic(false);
+    assert!(quiet.is_some_and(|h| h > 36.0), "{quiet:?}");
+}
