@@ -239,7 +239,13 @@ pub fn evaluate(
     // A slow chip at the same power as its peers (silicon that clocks
     // lower at a power cap) stays out.
     let far_slow = job_level && slow && clock_z < -8.0 && power_z < -0.5;
-    let straggler = if (slow && power_z < -1.5 || far_slow) && !peer_hot {
+    // Hotter than its peers rules out neither a clock far below theirs
+    // nor a power well below (a GPU that runs a few degrees warm for its
+    // heat sink, then straggles: at reduced seed 118 of the randomised
+    // family one read −25 σ clock, −5 σ power and was never flagged);
+    // slowing on heat shows as a thermal clock event (`not_throttled`).
+    let plainly_slow = far_slow && power_z < -3.0;
+    let straggler = if (slow && power_z < -1.5 || far_slow) && (!peer_hot || plainly_slow) {
         sat(-clock_z - 3.0, 3.0).max(0.35)
     } else if slow || (judged && clock_z < -2.0 && power_z < -1.5) || job_idles {
         STRAGGLER_HOLD
@@ -399,6 +405,11 @@ mod tests {
         let mut hot = training_row(-14.0, -3.0);
         hot.values[Col::GpuTempPeerZ as usize] = 1.5;
         assert_eq!(straggler(&hot), STRAGGLER_HOLD);
+        // ...unless it is far slower at a power well below theirs: a GPU
+        // steadily warm for its heat sink can straggle too.
+        let mut warm = training_row(-25.0, -5.1);
+        warm.values[Col::GpuTempPeerZ as usize] = 1.5;
+        assert!(straggler(&warm) >= 0.35);
         // Throttling on heat: the thermal rule's case.
         hot.values[Col::ThrottleThermal as usize] = 1.0;
         assert_eq!(straggler(&hot), 0.0);
