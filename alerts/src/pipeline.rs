@@ -288,11 +288,20 @@ impl AlertRouter {
     /// takeover) otherwise held an incident's firing and its resolve in
     /// one window, and the resolve cancelled the page.
     pub fn push(&mut self, events: &[AlertEvent]) {
+        if events.is_empty() {
+            return;
+        }
+        // (The earliest flush due, kept up to date without a scan of
+        // every group per event.)
+        let mut due = self.dispatcher.next_due();
         for e in events {
-            if self.dispatcher.next_due().is_some_and(|t| t < e.ts) {
+            if due.is_some_and(|t| t < e.ts) {
                 self.take_due(e.ts);
+                due = self.dispatcher.next_due();
             }
-            self.dispatcher.push(e);
+            if let Some(t) = self.dispatcher.push_due(e) {
+                due = Some(due.map_or(t, |d| d.min(t)));
+            }
         }
     }
 

@@ -82,6 +82,13 @@ impl Dispatcher {
 
     /// Routes one alert event into its groups at event time `event.ts`.
     pub fn push(&mut self, event: &AlertEvent) {
+        self.push_due(event);
+    }
+
+    /// [`Dispatcher::push`], returning the earliest flush due among the
+    /// event's groups (see [`Dispatcher::next_due`]).
+    pub fn push_due(&mut self, event: &AlertEvent) -> Option<i64> {
+        let mut due: Option<i64> = None;
         let mut ids = std::mem::take(&mut self.scratch);
         self.router.matches(event, &mut ids);
         for &id in &ids {
@@ -125,8 +132,12 @@ impl Dispatcher {
                 let earliest = group.last_flush.map_or(event.ts, |t| t + interval);
                 group.next_flush = Some(earliest.max(event.ts));
             }
+            if let Some(t) = group.next_flush {
+                due = Some(due.map_or(t, |d| d.min(t)));
+            }
         }
         self.scratch = ids;
+        due
     }
 
     /// Flushes every group due at `now_ms`.
