@@ -77,4 +77,6 @@ pub use sinks::{Outcome, Sink, SinkError};
 pub use snapshot::{EngineSnapshot, SnapshotError, SnapshotHeader};
 
 #[cfg(test)]
+mod route_tests;
+#[cfg(test)]
 mod tests;

@@ -1,12 +1,11 @@
-//! Scenario tests of the engine and dispatcher as a whole: rack cooling
-//! incident, application XID on a job, correlation release, silences,
-//! inhibition, replacement, grouping. Property tests over random alert
-//! streams live in `tests/properties.rs`.
+//! Scenario tests of the engine as a whole: rack cooling incident,
+//! application XID on a job, correlation release, silences, inhibition,
+//! replacement, escalation, hand-over. Routing's are in `route_tests.rs`;
+//! property tests over random alert streams live in `tests/properties.rs`.
 
 use crate::alert::{AlertEvent, Labels, Reason, Scope, Severity, Status};
 use crate::config::RawEngineConfig;
 use crate::engine::{AlertEngine, Observation};
-use crate::route::{Dispatcher, RawRoute, Router};
 
 const MIN: i64 = 60_000;
 
@@ -309,57 +308,6 @@ fn replaced_and_stale_sources_resolve() {
 }
 
 #[test]
-fn dispatcher_groups_waits_and_repeats() {
-    let raw: RawRoute = toml::from_str(
-        "receiver = \"slack\"\ngroup_by = [\"rack\"]\ngroup_wait = \"30s\"\ngroup_interval = \"5m\"\nrepeat_interval = \"1h\"\n",
-    )
-    .expect("parses");
-    let route = raw.validate(&["slack"]).expect("valid");
-    let mut d = Dispatcher::new(Router::new(&route), Default::default());
-    let ev = |gpu: &str, status, ts| AlertEvent {
-        ts,
-        status,
-        severity: Severity::Warning,
-        kind: "thermal".into(),
-        scope: Scope::Gpu,
-        labels: [
-            ("rack".to_owned(), "r1".to_owned()),
-            ("gpu".to_owned(), gpu.to_owned()),
-        ]
-        .into(),
-        dedup_key: format!("forewarn/gpu/{gpu}/thermal"),
-        summary: "s".into(),
-        risk: 0.9,
-        eta_hours: None,
-        reasons: vec![],
-    };
-    d.push(&ev("a", Status::Firing, 0));
-    d.push(&ev("b", Status::Firing, 10_000));
-    d.push(&ev("c", Status::Firing, 20_000));
-    d.push(&ev("c", Status::Resolved, 25_000));
-    assert!(d.tick(29_000).is_empty(), "group_wait");
-    let n = d.tick(30_000);
-    assert_eq!(n.len(), 1);
-    assert_eq!(
-        n[0].events
-            .iter()
-            .map(|e| e.dedup_key.as_str())
-            .collect::<Vec<_>>(),
-        ["forewarn/gpu/a/thermal", "forewarn/gpu/b/thermal"]
-    );
-    d.push(&ev("a", Status::Resolved, 60_000));
-    assert!(d.tick(60_000 + 200_000).is_empty(), "group_interval");
-    let n = d.tick(330_000);
-    assert_eq!(
-        (n.len(), n[0].events[0].status, n[0].firing_in_group),
-        (1, Status::Resolved, 1)
-    );
-    assert_eq!(d.next_due(), Some(330_000 + 3_600_000));
-    let n = d.tick(330_000 + 3_600_000);
-    assert!(n[0].resend && n[0].events.len() == 1);
-}
-
-#[test]
 fn a_delivered_warning_escalates_to_a_page_when_its_evidence_grows() {
     let mut e = engine("[lifecycle.default]\nfire_at = 0.5\nresolve_below = 0.2\nfor = \"0s\"\n");
     let labels = gpu_labels(0, 0, 0);
@@ -395,110 +343,6 @@ fn a_delivered_warning_escalates_to_a_page_when_its_evidence_grows() {
         "one warning, one escalation to a page with the new evidence, never lowered: {events:?}"
     );
     assert!(events.windows(2).all(|w| w[0].dedup_key == w[1].dedup_key));
-}
-
-#[test]
-fn a_shadow_route_records_instead_of_sending() {
-    use crate::outbox::Outbox;
-    use crate::pipeline::AlertRouter;
-    let raw: RawRoute = toml::from_str(
-        "receiver = \"file\"\ngroup_wait = \"0s\"\n[[routes]]\nreceiver = \"pd\"\nmatchers = ['severity=\"critical\"']\nshadow = true\ncontinue = true\n[[routes]]\nreceiver = \"file\"\n",
-    )
-    .expect("parses");
-    let route = raw.validate(&["file", "pd"]).expect("valid");
-    assert!(route.routes[0].shadow && !route.shadow);
-    let dir = std::env::temp_dir().join(format!("fw-shadow-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let outbox = std::sync::Arc::new(
-        Outbox::open(
-            &dir.join("outbox"),
-            &[("file".to_owned(), true), ("pd".to_owned(), true)],
-        )
-        .expect("outbox"),
-    );
-    let log = dir.join("shadow.jsonl");
-    let mut r = AlertRouter::new(&route, &[], outbox.clone()).with_shadow_log(log.clone());
-    let mut e = AlertEvent {
-        ts: 1_000,
-        status: Status::Firing,
-        severity: Severity::Critical,
-        kind: "gpu_hard_failure".into(),
-        scope: Scope::Gpu,
-        labels: [("gpu".to_owned(), "GPU-1".to_owned())].into(),
-        dedup_key: "forewarn/gpu/GPU-1/gpu_hard_failure".into(),
-        summary: "s".into(),
-        risk: 1.0,
-        eta_hours: None,
-        reasons: vec![],
-    };
-    r.push(std::slice::from_ref(&e));
-    e.status = Status::Resolved;
-    e.ts = 2_000;
-    r.flush(1_000).expect("flush");
-    assert_eq!(outbox.pending("pd"), 0, "the shadow route sent nothing");
-    assert_eq!(outbox.pending("file"), 1, "the live route still sends");
-    assert_eq!(r.shadowed(), 1);
-    let text = std::fs::read_to_string(&log).expect("shadow log");
-    let line: serde_json::Value = serde_json::from_str(text.trim()).expect("json line");
-    assert_eq!(line["receiver"], "pd");
-    assert_eq!(line["shadow"], true);
-    assert_eq!(
-        line["events"][0]["dedup_key"],
-        "forewarn/gpu/GPU-1/gpu_hard_failure"
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A batch of events spanning more than a group's window (a fleet stage
-/// catching up after a takeover: an incident's firing and, 74 minutes of
-/// event time later, its resolve) is notified as if the events had come
-/// one by one: the page, then its resolve. Pushed together and flushed
-/// once, the resolve had cancelled the unsent page.
-#[test]
-fn a_batch_spanning_hours_pages_then_resolves() {
-    use crate::outbox::Outbox;
-    use crate::pipeline::AlertRouter;
-    let raw: RawRoute =
-        toml::from_str("receiver = \"pd\"\ngroup_wait = \"0s\"\ngroup_interval = \"1m\"\n")
-            .expect("parses");
-    let route = raw.validate(&["pd"]).expect("valid");
-    let dir = std::env::temp_dir().join(format!("fw-batch-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let outbox = std::sync::Arc::new(
-        Outbox::open(&dir.join("outbox"), &[("pd".to_owned(), true)]).expect("outbox"),
-    );
-    let mut r = AlertRouter::new(&route, &[], outbox.clone());
-    let fire = AlertEvent {
-        ts: 7 * 3_600_000,
-        status: Status::Firing,
-        severity: Severity::Critical,
-        kind: "rack_cooling".into(),
-        scope: Scope::Rack,
-        labels: [("rack".to_owned(), "r02".to_owned())].into(),
-        dedup_key: "forewarn/rack/r02/rack_cooling".into(),
-        summary: "s".into(),
-        risk: 1.0,
-        eta_hours: None,
-        reasons: vec![],
-    };
-    let resolve = AlertEvent {
-        ts: fire.ts + 74 * 60_000,
-        status: Status::Resolved,
-        ..fire.clone()
-    };
-    r.push(&[fire.clone(), resolve.clone()]);
-    r.flush(resolve.ts + 60_000).expect("flush");
-    assert_eq!(outbox.pending("pd"), 2, "the page and its resolve");
-    // Within one window (the same instant) a flap still cancels.
-    let mut r = AlertRouter::new(&route, &[], outbox.clone());
-    let flap = AlertEvent {
-        ts: fire.ts,
-        ..resolve.clone()
-    };
-    r.push(&[fire, flap]);
-    r.flush(resolve.ts).expect("flush");
-    assert_eq!(outbox.pending("pd"), 2, "nothing more");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
