@@ -127,6 +127,13 @@ impl ChangeConfig {
         (BUCKETS_PER_DAY * 1000.0 / per_signal).ln()
     }
 
+    /// The statistic under which a test counts as quiet: its baselines
+    /// learn at full pace and its rows teach the counters' weights (a
+    /// quarter of the warning threshold).
+    pub fn quiet_below(&self) -> f64 {
+        self.threshold(self.warn_budget) / 4.0
+    }
+
     /// The risk of a statistic `s` of `sig`: the shipped policy's warning
     /// `fire_at` of its kind at the warning threshold
     /// ([`Signal::warn_risk`]), 0.85 at the page threshold, 0.95 at most.
@@ -360,8 +367,10 @@ impl ChangeDetector {
             self.exposure.resize_with(at + 1, Default::default);
         }
         let expo = &mut self.exposure[at];
+        // The row's workload phase (None: unknown), read once for the
+        // gauges' buckets and the counters' weights.
         let phase = exposure::phase_index(row.get(Col::PhaseCode));
-        let quarter = cfg.threshold(cfg.warn_budget) / 4.0;
+        let quiet = cfg.quiet_below();
         let bg = &mut self.background[at].1;
         let stats = match self.gpus.get_mut(&row.gpu) {
             Some(s) => {
@@ -409,12 +418,7 @@ impl ChangeDetector {
             if !sig.counts() {
                 // The bucket's workload phase; a bucket that spans a
                 // change of phase is not judged.
-                let ph = row.get(Col::PhaseCode);
-                let ph = if ph.is_finite() && (0.0..4.0).contains(&ph) {
-                    ph as u8
-                } else {
-                    MIXED
-                };
+                let ph = phase.map_or(MIXED, |p| p as u8);
                 st.phase = if st.n == 0 || st.phase == ph {
                     ph
                 } else {
@@ -438,7 +442,7 @@ impl ChangeDetector {
                 st.hours += if sig.weighed_by_phase() {
                     // Link counters: hours weighed by the traffic the
                     // phase brings (a quiet GPU's rows teach it).
-                    if st.s <= quarter {
+                    if st.s <= quiet {
                         expo.learn(i, phase, v, interval_h);
                     }
                     interval_h * expo.weight(i, phase)

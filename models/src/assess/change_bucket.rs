@@ -32,7 +32,7 @@ pub(super) fn close_bucket(
         };
         0.5f64.powf(h / hl)
     };
-    let quarter = cfg.threshold(cfg.warn_budget) / 4.0;
+    let quarter = cfg.quiet_below();
     // (Gauges: this bucket's departure from its phase's usual level.)
     let mut dev = 0.0;
     let llr = if sig.counts() {
