@@ -26,6 +26,7 @@ mod alert_thread;
 pub mod alerting;
 pub mod buffers;
 mod feed;
+mod grade_slot;
 pub mod handle;
 mod parts;
 mod rack_air;

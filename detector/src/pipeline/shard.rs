@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use models::failure::FailureModel;
 
-use crate::assess::anomaly::{AnomalyModel, SCORE_EVERY};
+use super::grade_slot::GradeSlot;
+use crate::assess::anomaly::{AnomalyModel, AnomalyRead, SCORE_EVERY};
 use crate::assess::change::ChangeDetector;
 use crate::assess::predict::Predictor;
 use crate::assess::rules::{self, HARD_XIDS};
@@ -86,8 +87,8 @@ pub struct Shard {
     /// Newest sample time per host: a GPU that goes quiet while its host
     /// reports is lost; a whole quiet host is maintenance or a host outage.
     host_seen: HashMap<std::sync::Arc<str>, i64, FxBuild>,
-    /// Per GPU: samples since its last anomaly score, and that grade.
-    grades: HashMap<GpuId, (u32, f32, Option<Evidence>), FxBuild>,
+    /// Per GPU: samples since its last anomaly score, and that score's read.
+    grades: HashMap<GpuId, GradeSlot, FxBuild>,
     /// Failure model and trend forecasts (issue 5).
     #[serde(default)]
     predict: Predictor,
@@ -402,24 +403,25 @@ impl Shard {
         let slot = self
             .grades
             .entry(row.gpu.clone())
-            .or_insert((SCORE_EVERY - 1, 0.0, None));
-        slot.0 += 1;
-        if slot.0 >= SCORE_EVERY {
-            slot.0 = 0;
-            let (g, w) = match self.anomaly.assess(row) {
-                Ok(g) => g,
-                Err(e) => {
-                    tracing::warn!(gpu = %row.gpu, error = %e, "anomaly model rejected a row");
-                    (0.0, None)
-                }
-            };
-            slot.1 = g;
-            slot.2 = w;
+            .or_insert_with(|| GradeSlot {
+                since: SCORE_EVERY - 1,
+                ..GradeSlot::default()
+            });
+        slot.since += 1;
+        if slot.since >= SCORE_EVERY {
+            slot.since = 0;
+            let read = self.anomaly.assess(row).unwrap_or_else(|e| {
+                tracing::warn!(gpu = %row.gpu, error = %e, "anomaly model rejected a row");
+                AnomalyRead::default()
+            });
+            (slot.grade, slot.why, slot.explained) = (read.grade, read.why, read.explained);
         }
-        let (grade, why) = (slot.1, slot.2.clone());
-        if grade > 0.0 {
+        let grade = slot.grade;
+        // A clock dip the GPU explains itself (power cap, thermal
+        // slowdown) keeps its grade but raises no anomaly alert.
+        if grade > 0.0 && !slot.explained {
             components[Kind::Anomaly as usize] = grade * 0.6;
-            if let Some(w) = why {
+            if let Some(w) = slot.why.clone() {
                 reasons.push((Kind::Anomaly, w));
             }
         }
