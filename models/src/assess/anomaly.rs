@@ -237,50 +237,28 @@ mod tests {
             phase: features::Phase::Training,
             values: [0.0; features::FEATURE_COUNT],
         };
-        assert!(!explained_by_clock_event(
-            &row,
-            Col::SmClockPeerZ,
-            Direction::Low
-        ));
-        row.values[Col::ThrottlePower as usize] = 1.0;
-        assert!(explained_by_clock_event(
-            &row,
-            Col::SmClockPeerZ,
-            Direction::Low
-        ));
-        assert!(explained_by_clock_event(
-            &row,
-            Col::SmClockResid,
-            Direction::Low
-        ));
-        assert!(!explained_by_clock_event(
-            &row,
-            Col::SmClockPeerZ,
-            Direction::High
-        ));
-        assert!(!explained_by_clock_event(
-            &row,
-            Col::GpuTempPeerZ,
-            Direction::High
-        ));
-        assert!(!explained_by_clock_event(
-            &row,
-            Col::PowerResid,
-            Direction::Low
-        ));
-        row.values[Col::ThrottlePower as usize] = 0.0;
-        row.values[Col::ThrottleHwSlowdown as usize] = 1.0;
-        assert!(!explained_by_clock_event(
-            &row,
-            Col::SmClockResid,
-            Direction::Low
-        ));
-        row.values[Col::ThrottleThermal as usize] = 1.0;
-        assert!(explained_by_clock_event(
-            &row,
-            Col::SmClockResid,
-            Direction::Low
-        ));
+        use Direction::{High, Low};
+        // (power cap, thermal slowdown, hardware slowdown), metric, direction.
+        let cases = [
+            ((0.0, 0.0, 0.0), Col::SmClockPeerZ, Low, false),
+            ((1.0, 0.0, 0.0), Col::SmClockPeerZ, Low, true),
+            ((1.0, 0.0, 0.0), Col::SmClockResid, Low, true),
+            ((1.0, 0.0, 0.0), Col::SmClockPeerZ, High, false),
+            ((1.0, 0.0, 0.0), Col::GpuTempPeerZ, High, false),
+            ((1.0, 0.0, 0.0), Col::PowerResid, Low, false),
+            ((0.0, 0.0, 1.0), Col::SmClockResid, Low, false),
+            ((0.0, 1.0, 1.0), Col::SmClockResid, Low, true),
+        ];
+        for ((power, heat, hw), col, dir, want) in cases {
+            row.values[Col::ThrottlePower as usize] = power;
+            row.values[Col::ThrottleThermal as usize] = heat;
+            row.values[Col::ThrottleHwSlowdown as usize] = hw;
+            assert_eq!(
+                explained_by_clock_event(&row, col, dir),
+                want,
+                "{col:?} {dir:?} at {power}/{heat}/{hw}"
+            );
+        }
     }
 
     /// A checkpoint from before the grader (`model` = forest + quantile
