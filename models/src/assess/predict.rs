@@ -228,10 +228,18 @@ fn add_prediction(
     components: &mut [f32; KINDS],
     reasons: &mut Vec<(Kind, Evidence)>,
 ) {
+    // A straggler value of at most the hold only keeps an alert already
+    // raised from resolving ("no news" rows): it is no cause to pin a
+    // prediction on. At reduced suite seed 7 with a trained model, a
+    // failing PCIe GPU in a low-utilisation spell got a `straggler`
+    // warning that way (straggler precision 0.67).
     let strongest = CAUSES
         .iter()
         .copied()
-        .filter(|k| components[*k as usize] > 0.0)
+        .filter(|k| {
+            let v = components[*k as usize];
+            v > 0.0 && !(*k == Kind::Straggler && v <= super::rules::STRAGGLER_HOLD)
+        })
         .max_by(|a, b| components[*a as usize].total_cmp(&components[*b as usize]));
     let memory = [Col::EccSbeRate, Col::RemapCorrRate, Col::RemapUncorrRate]
         .iter()
@@ -373,6 +381,19 @@ mod tests {
         assert_eq!(c[Kind::FailurePredicted as usize], 0.0);
         assert!(c[Kind::ThermalDegradation as usize] > 0.9);
         assert_eq!(r[0].0, Kind::ThermalDegradation);
+        // A straggler hold is no cause: the prediction stays its own kind
+        // (a straggler value above the hold would take it).
+        for (straggler, cause) in [
+            (crate::assess::rules::STRAGGLER_HOLD, Kind::FailurePredicted),
+            (0.3, Kind::Straggler),
+        ] {
+            let mut p = Predictor::new(Some(Arc::new(m.clone())));
+            let (mut c, mut r) = ([0.0f32; KINDS], Vec::new());
+            c[Kind::Straggler as usize] = straggler;
+            p.assess(&row(0), true, &mut c, &mut r);
+            assert_eq!(r[0].0, cause, "straggler value {straggler}");
+            assert!(c[cause as usize] > 0.9);
+        }
     }
 
     #[test]
