@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::assess::Evidence;
+use crate::assess::anomaly::AnomalyRead;
 
 /// A GPU's anomaly read, carried between scores. Checkpoints of older
 /// builds hold it as the array `[since, grade, why]`: it still decodes
@@ -14,9 +15,9 @@ use crate::assess::Evidence;
 pub(crate) struct GradeSlot {
     /// Samples since the last score.
     pub(crate) since: u32,
-    pub(crate) grade: f32,
-    pub(crate) why: Option<Evidence>,
-    pub(crate) explained: bool,
+    /// The last score's read (stored beside `since`, one map).
+    #[serde(flatten)]
+    pub(crate) read: AnomalyRead,
 }
 
 #[derive(Deserialize)]
@@ -24,9 +25,8 @@ pub(crate) struct GradeSlot {
 enum GradeSlotRepr {
     Current {
         since: u32,
-        grade: f32,
-        why: Option<Evidence>,
-        explained: bool,
+        #[serde(flatten)]
+        read: AnomalyRead,
     },
     Legacy(u32, f32, Option<Evidence>),
 }
@@ -34,22 +34,14 @@ enum GradeSlotRepr {
 impl From<GradeSlotRepr> for GradeSlot {
     fn from(r: GradeSlotRepr) -> Self {
         match r {
-            GradeSlotRepr::Current {
-                since,
-                grade,
-                why,
-                explained,
-            } => GradeSlot {
-                since,
-                grade,
-                why,
-                explained,
-            },
+            GradeSlotRepr::Current { since, read } => GradeSlot { since, read },
             GradeSlotRepr::Legacy(since, grade, why) => GradeSlot {
                 since,
-                grade,
-                why,
-                explained: false,
+                read: AnomalyRead {
+                    grade,
+                    why,
+                    explained: false,
+                },
             },
         }
     }
@@ -71,17 +63,15 @@ mod tests {
         ciborium::into_writer(&(2u32, 0.8f32, Some(why.clone())), &mut old).expect("encode");
         let slot: GradeSlot = ciborium::from_reader(old.as_slice()).expect("old layout decodes");
         assert_eq!(
-            (slot.since, slot.grade, slot.why.as_ref()),
+            (slot.since, slot.read.grade, slot.read.why.as_ref()),
             (2, 0.8, Some(&why))
         );
-        assert!(!slot.explained);
+        assert!(!slot.read.explained);
         let mut new = Vec::new();
-        let slot = GradeSlot {
-            explained: true,
-            ..slot
-        };
+        let mut slot = slot;
+        slot.read.explained = true;
         ciborium::into_writer(&slot, &mut new).expect("encode");
         let back: GradeSlot = ciborium::from_reader(new.as_slice()).expect("decodes");
-        assert!(back.explained && back.grade == 0.8);
+        assert!(back.read.explained && back.read.grade == 0.8);
     }
 }

@@ -410,18 +410,17 @@ impl Shard {
         slot.since += 1;
         if slot.since >= SCORE_EVERY {
             slot.since = 0;
-            let read = self.anomaly.assess(row).unwrap_or_else(|e| {
+            slot.read = self.anomaly.assess(row).unwrap_or_else(|e| {
                 tracing::warn!(gpu = %row.gpu, error = %e, "anomaly model rejected a row");
                 AnomalyRead::default()
             });
-            (slot.grade, slot.why, slot.explained) = (read.grade, read.why, read.explained);
         }
-        let grade = slot.grade;
+        let grade = slot.read.grade;
         // A clock dip the GPU explains itself (power cap, thermal
         // slowdown) keeps its grade but raises no anomaly alert.
-        if grade > 0.0 && !slot.explained {
+        if grade > 0.0 && !slot.read.explained {
             components[Kind::Anomaly as usize] = grade * 0.6;
-            if let Some(w) = slot.why.clone() {
+            if let Some(w) = slot.read.why.clone() {
                 reasons.push((Kind::Anomaly, w));
             }
         }

@@ -40,7 +40,6 @@ pub struct AnomalyRead {
     pub why: Option<Evidence>,
     /// The GPU reports why it runs slow ([`explained_by_clock_event`]):
     /// the grade stays (exports, the failure model) but raises no alert.
-    #[serde(default)]
     pub explained: bool,
 }
 
@@ -190,24 +189,24 @@ impl AnomalyModel {
         if !verdict.in_event {
             return Ok(AnomalyRead::default());
         }
-        let top = verdict.explanation();
-        let explained = top.as_ref().is_some_and(|e| {
-            COLUMNS
-                .get(e.metric)
-                .is_some_and(|c| explained_by_clock_event(row, *c, e.direction))
+        let top = verdict.explanation().map(|e| {
+            (
+                COLUMNS.get(e.metric).copied().unwrap_or(Col::GpuTempPeerZ),
+                e,
+            )
         });
-        let why = top.map(|e| {
-            let col = COLUMNS.get(e.metric).copied().unwrap_or(Col::GpuTempPeerZ);
-            Evidence {
-                signal: col.name().to_string(),
-                detail: format!(
-                    "{} {} ({:.0}% of anomaly score {:.2})",
-                    col.name(),
-                    e.direction.as_str(),
-                    e.share * 100.0,
-                    verdict.score
-                ),
-            }
+        let explained = top
+            .as_ref()
+            .is_some_and(|(col, e)| explained_by_clock_event(row, *col, e.direction));
+        let why = top.map(|(col, e)| Evidence {
+            signal: col.name().to_string(),
+            detail: format!(
+                "{} {} ({:.0}% of anomaly score {:.2})",
+                col.name(),
+                e.direction.as_str(),
+                e.share * 100.0,
+                verdict.score
+            ),
         });
         Ok(AnomalyRead {
             grade: verdict.event_grade as f32,

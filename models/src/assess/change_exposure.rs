@@ -24,10 +24,9 @@
 //! two failures lost their hour of warning, one went from 29 to 24 h).
 //! `Signal::weighed_by_phase` says which counters are weighed.
 
+use features::phase::PHASE_COUNT as PHASES;
 use serde::{Deserialize, Serialize};
 
-/// Workload phases (`Col::PhaseCode`: idle, light, training, inference).
-pub(super) const PHASES: usize = 4;
 /// Errors a phase's weight is shrunk towards 1 by.
 const PRIOR_COUNTS: f64 = 10.0;
 /// Most errors one row adds to the pooled counts.
