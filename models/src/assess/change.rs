@@ -9,8 +9,10 @@
 //!   where `λ0` is the GPU's own long-run rate, shrunk towards its SKU's
 //!   background in the shard while the GPU's history is short, and `t`
 //!   the bucket's hours, for the link counters weighed by their workload
-//!   phase ([`exposure`]: link errors come with traffic); the alternative
-//!   is `ρ · λ0`;
+//!   phase ([`exposure`]: link errors come with traffic); two tests at
+//!   once, of the alternatives `2 · λ0` (slow ramps) and `4 · λ0` (steps),
+//!   the statistic the larger less ln 2 (each test at half the false-alarm
+//!   rate);
 //! - the temperature residual (`gpu_temp_resid`: actual minus expected at
 //!   this load and the host's air, so a warmer room moves every GPU's
 //!   expectation, not its residual): a Gaussian CUSUM of the bucket mean
@@ -84,8 +86,12 @@ pub struct ChangeConfig {
     /// tenth of the fleet's page budget, whose rest belongs to the hard
     /// failure rules.
     pub page_budget: f64,
-    /// The counters' alternative rate, as a multiple of the baseline.
-    pub rate_ratio: f64,
+    /// The counters' alternative rates, as multiples of the baseline: a
+    /// slow and a fast one, each its own CUSUM (see the module docs).
+    /// One test at 3× gained nothing on a 4× ramp until the rate stood
+    /// 1.8× above the baseline; at 2× it lost leads on steps.
+    #[serde(default = "default_rate_ratios")]
+    pub rate_ratios: [f64; 2],
     /// The gauge's alternative shift, in its own standard deviations.
     pub shift_sd: f64,
     /// Largest log-likelihood ratio one bucket adds.
@@ -104,12 +110,16 @@ fn default_min_sd() -> f64 {
     1.5
 }
 
+fn default_rate_ratios() -> [f64; 2] {
+    [2.0, 4.0]
+}
+
 impl Default for ChangeConfig {
     fn default() -> Self {
         ChangeConfig {
             warn_budget: 10.0,
             page_budget: 0.1,
-            rate_ratio: 3.0,
+            rate_ratios: default_rate_ratios(),
             shift_sd: 2.0,
             clip: 4.0,
             half_life_h: 72.0,
@@ -222,6 +232,10 @@ struct Stat {
     /// the buckets, their mean departure: the reason's number).
     #[serde(default)]
     dev_sum: f64,
+    /// Counters: the slow and the fast alternative's CUSUM statistics
+    /// (`s` is the larger less ln 2).
+    #[serde(default)]
+    pair: [f64; 2],
 }
 
 /// The risk at the page threshold (where `hbm_ecc_trend` pages).

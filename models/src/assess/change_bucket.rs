@@ -57,7 +57,7 @@ pub(super) fn close_bucket(
         }
         let (own_a, own_h) = st.lagged[0];
         let lambda0 = (own_a + sku_rate * prior_h) / (own_h + prior_h);
-        let rho = cfg.rate_ratio;
+        let rhos = cfg.rate_ratios;
         // Quasi-Poisson: counts that come in bursts (var/mean = D > 1)
         // carry 1/D of a Poisson count's evidence. D is the ratio of the
         // squared deviations to the expected counts of the GPU's own
@@ -69,7 +69,7 @@ pub(super) fn close_bucket(
         // and hidden the precursor behind it).
         let expected = (lambda0 * st.hours).max(1e-9);
         let dispersion = st.disp.max(1.0);
-        let llr = (st.sum * rho.ln() - (rho - 1.0) * expected) / dispersion;
+        let llrs = rhos.map(|rho| (st.sum * rho.ln() - (rho - 1.0) * expected) / dispersion);
         let d = decay_of(st.hours, st.s > quarter);
         if st.s <= quarter {
             st.nb = st.nb.saturating_add(1);
@@ -80,7 +80,18 @@ pub(super) fn close_bucket(
         st.base_a = st.base_a * d + st.sum;
         st.base_b = 0.0;
         st.base_h = st.base_h * d + st.hours;
-        llr
+        if st.base_h < sig.warm_up_h(cfg) && !st.newcomer {
+            st.pair = [0.0; 2];
+        } else {
+            // Two CUSUMs, a slow and a fast alternative, each floored at
+            // 0; the statistic is the larger less ln 2 (two tests at
+            // once, each at half the false-alarm rate).
+            for (p, l) in st.pair.iter_mut().zip(llrs) {
+                *p = (*p + l.min(cfg.clip)).max(0.0);
+            }
+        }
+        let pair = (st.pair[0].max(st.pair[1]) - std::f64::consts::LN_2).max(0.0);
+        pair - st.s
     } else {
         // The temperature residual's usual level differs by workload
         // (the expected-temperature model fits some phases better): one

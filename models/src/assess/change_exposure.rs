@@ -3,7 +3,7 @@
 //! counter signal. Link errors come with traffic: a healthy GPU that idled
 //! for a day and then trains for one sees its NVLink and PCIe rates rise
 //! two- to three-fold, which is the change the counters' test looks for
-//! (`rate_ratio` 3) and raised false warnings after 16–22 h of a long job.
+//! (then a single test at 3×) and raised false warnings after 16–22 h of a long job.
 //! The test's expected count is `λ0 · Σ interval · weight(phase)`, with
 //! `λ0` per average hour; a counter that does not depend on the workload
 //! learns weights near 1 and nothing changes.

@@ -46,7 +46,17 @@ fn run(
     rate: impl Fn(f64) -> f64,
     temp: impl Fn(f64) -> f64,
 ) -> (Option<f64>, Option<f64>, ChangeDetector) {
-    let mut d = ChangeDetector::new(ChangeConfig::default());
+    run_with(ChangeConfig::default(), hours, seed, rate, temp)
+}
+
+fn run_with(
+    cfg: ChangeConfig,
+    hours: f64,
+    seed: u64,
+    rate: impl Fn(f64) -> f64,
+    temp: impl Fn(f64) -> f64,
+) -> (Option<f64>, Option<f64>, ChangeDetector) {
+    let mut d = ChangeDetector::new(cfg);
     let mut rng = SimRng::seed_from_u64(seed);
     let (mut ecc, mut thermal) = (None, None);
     let n = (hours * 120.0) as i64;
@@ -135,6 +145,38 @@ fn a_departure_from_the_gpus_own_rate_warns_early() {
         "{}",
         e.detail
     );
+}
+
+#[test]
+fn a_slow_ramp_and_a_step_both_gain_from_the_pair_of_tests() {
+    // Against one test at 3× (which gains nothing until the rate stands
+    // 1.8× above the baseline, while the baseline creeps after the ramp):
+    // a linear ramp from 2/h, +0.1/h an hour, is flagged hours earlier by
+    // the slow test; a step to 10/h no later, by the fast one.
+    let single = ChangeConfig {
+        rate_ratios: [3.0, 3.0],
+        ..ChangeConfig::default()
+    };
+    let onset = 24.0;
+    let ramp = |h: f64| 2.0 + (h - onset).max(0.0) * 0.1;
+    let step = |h: f64| if h < onset { 2.0 } else { 10.0 };
+    for seed in [3, 5, 8] {
+        let warn = |cfg, rate: &dyn Fn(f64) -> f64| {
+            run_with(cfg, 100.0, seed, rate, |_| 0.0)
+                .0
+                .unwrap_or(f64::INFINITY)
+        };
+        let (pair, one) = (warn(ChangeConfig::default(), &ramp), warn(single, &ramp));
+        assert!(
+            pair > onset + 20.0 && pair + 3.0 < one,
+            "ramp, seed {seed}: pair {pair} h, single {one} h"
+        );
+        let (pair, one) = (warn(ChangeConfig::default(), &step), warn(single, &step));
+        assert!(
+            pair > onset && pair <= one && pair < onset + 3.0,
+            "step, seed {seed}: pair {pair} h, single {one} h"
+        );
+    }
 }
 
 #[test]
