@@ -16,8 +16,9 @@
 //! Held or muted alerts stay in `suppressed` and are re-examined on every
 //! `tick` and whenever a wider alert or an inhibition source resolves, so a
 //! member whose wider alert resolved surfaces on its own. A wider alert
-//! resolves as soon as its group no longer qualifies (members have their own
-//! resolve hold, which damps this). Members that were already delivered
+//! resolves once its group has stayed short of its thresholds for its
+//! kind's resolve hold, like an observed alert; members that come back
+//! within the hold stay folded into it. Members that were already delivered
 //! before their wider alert formed stay delivered and resolve normally.
 
 use crate::alert::{AlertEvent, Labels, Reason, Scope, Severity, Status};
@@ -311,9 +312,9 @@ impl AlertEngine {
         })
     }
 
-    /// After a member became inactive: resolves wider alerts covering it
-    /// whose group no longer qualifies, then surfaces their held members.
-    pub(crate) fn check_wider(&mut self, id: &AlertId, ts: i64, out: &mut Vec<AlertEvent>) {
+    /// After a member became inactive: starts the resolve hold of wider
+    /// alerts covering it whose group no longer qualifies.
+    pub(crate) fn check_wider(&mut self, id: &AlertId, ts: i64) {
         let Some(st) = self.state(id) else { return };
         if st.derived {
             return;
@@ -328,12 +329,67 @@ impl AlertEngine {
             {
                 continue;
             }
+            // Its resolve hold starts (see `settle_wider`).
+            if let Some(st) = self.state_mut(&wid)
+                && let Phase::Firing {
+                    since,
+                    clear_since: None,
+                } = st.phase
+            {
+                st.phase = Phase::Firing {
+                    since,
+                    clear_since: Some(ts),
+                };
+            }
+        }
+    }
+
+    /// On the engine's sweep: a wider alert whose group qualifies again
+    /// keeps firing; one whose group stayed short of its thresholds for its
+    /// kind's resolve hold resolves, and its held members surface. (Without
+    /// the hold a group whose members were pending ones that came and went
+    /// fired and resolved a rack alert four times in 40 minutes.)
+    pub(crate) fn settle_wider(&mut self, now: i64, out: &mut Vec<AlertEvent>) {
+        let mut clearing: Vec<(AlertId, i64, i64)> = Vec::new();
+        for (kind, t) in &self.kinds {
+            for (level, states) in t.states.iter().enumerate() {
+                for (value, st) in states {
+                    if let (
+                        true,
+                        Phase::Firing {
+                            clear_since: Some(c),
+                            ..
+                        },
+                    ) = (st.derived, st.phase)
+                    {
+                        let id = (kind.clone(), Scope::ALL[level], value.clone());
+                        clearing.push((id, c, t.rule.resolve_after_ms));
+                    }
+                }
+            }
+        }
+        clearing.sort_unstable();
+        for (wid, c, hold) in clearing {
+            if self.qualifies(&wid.0, wid.1.level(), &wid.2) {
+                if let Some(st) = self.state_mut(&wid)
+                    && let Phase::Firing { since, .. } = st.phase
+                {
+                    st.phase = Phase::Firing {
+                        since,
+                        clear_since: None,
+                    };
+                }
+                continue;
+            }
+            if now.saturating_sub(c) < hold {
+                continue;
+            }
             if let Some(step) = self
                 .state_mut(&wid)
-                .map(|s| s.force_resolve(ts, ResolveCause::Uncorrelated))
+                .map(|s| s.force_resolve(now, ResolveCause::Uncorrelated))
                 && step.deactivated == Some(true)
             {
-                self.finish(&wid, ts, ResolveCause::Uncorrelated, out);
+                self.finish(&wid, now, ResolveCause::Uncorrelated, out);
             }
             let mut held: Vec<AlertId> = self
                 .members(&wid)
@@ -341,7 +397,7 @@ impl AlertEngine {
                 .collect();
             held.sort();
             for m in held {
-                self.try_surface(&m, ts, out);
+                self.try_surface(&m, now, out);
             }
         }
     }

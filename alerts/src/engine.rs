@@ -229,7 +229,7 @@ impl AlertEngine {
                 self.finish(id, ts, step.cause.unwrap_or(ResolveCause::Cleared), out);
             }
             self.count_member(id, -1);
-            self.check_wider(id, ts, out);
+            self.check_wider(id, ts);
         }
     }
 
@@ -296,6 +296,7 @@ impl AlertEngine {
             for (id, step) in steps {
                 self.apply(&id, step, now_ms, &mut out);
             }
+            self.settle_wider(now_ms, &mut out);
             for (kind, level, value) in forget {
                 if let Some(t) = self.kinds.get_mut(&kind) {
                     t.states[level].remove(&value);

@@ -160,6 +160,51 @@ fn surviving_members_surface_when_the_rack_resolves() {
 }
 
 #[test]
+fn a_rack_alert_holds_while_its_pending_members_come_and_go() {
+    // Seen on a simulated fleet: a rack alert formed from one firing GPU and
+    // a pending one on another host; each time the pending one dropped the
+    // rack resolved, and it fired again when it came back.
+    let mut e = engine("[lifecycle.default]\nfor = \"5m\"\nresolve_after = \"10m\"\n");
+    let fleet = Fleet::new(2, 4);
+    let mut events = Vec::new();
+    for step in 0..90 {
+        let ts = step * 30_000;
+        events.extend(fleet.step(&mut e, "thermal", ts, |l| {
+            let hot = match l["gpu"].as_str() {
+                "GPU-r0h0g0" => ts < 20 * MIN,
+                // Pending from minute 3, drops at 7 (short of its `for`),
+                // back from 8 until 20.
+                "GPU-r0h1g0" => {
+                    (3 * MIN..7 * MIN).contains(&ts) || (8 * MIN..20 * MIN).contains(&ts)
+                }
+                _ => false,
+            };
+            if hot { 0.95 } else { 0.1 }
+        }));
+    }
+    let got: Vec<_> = events
+        .iter()
+        .map(|e| (e.status, e.scope, e.ts / MIN))
+        .collect();
+    // One rack episode: fired when the first GPU fired (minute 5, host 1
+    // pending), kept through the gap, resolved a hold after its members
+    // resolved (minute 30: 20 + their 10-minute hold) — no member surfaced.
+    assert_eq!(
+        got,
+        [
+            (Status::Firing, Scope::Rack, 5),
+            (Status::Resolved, Scope::Rack, 40)
+        ],
+        "{events:#?}"
+    );
+    assert!(
+        events[1].summary.contains("members no longer bad together"),
+        "{}",
+        events[1].summary
+    );
+}
+
+#[test]
 fn application_xid_on_a_job_is_not_paged() {
     let mut e = engine(
         "[lifecycle.kinds.app_xid]\nfor = \"1m\"\n[[correlation.job]]\nkinds = [\"app_xid\"]\nmin_count = 4\n",
