@@ -56,6 +56,9 @@
 //!   its SKU's GPUs in the shard (worth 12 h of its own), with no warm-up
 //!   of its own. The median, not the mean: healthy backgrounds are
 //!   heavy-tailed and a degrading GPU's hundreds an hour lift the mean.
+//!   Until it has 12 h of its own history its counts are read as Poisson:
+//!   a dispersion learned from its first buckets, a precursor's perhaps,
+//!   would divide that precursor's evidence.
 //!
 //! Not done, on purpose: a test against the SKU's mean background (which
 //! would see precursors already under way when a GPU's history begins).

@@ -280,6 +280,52 @@ fn a_gpu_that_joins_a_warm_fleet_is_held_to_its_skus_median_from_the_start() {
 }
 
 #[test]
+fn a_newcomer_is_flagged_no_later_than_its_incumbent_twin() {
+    // Twenty incumbents at 1 error/h for 6 h; then GPU-0 and a newcomer
+    // both start the same growing precursor (doubling every 1.5 h). The
+    // newcomer's first buckets are all precursor: had they taught its
+    // dispersion, its evidence would be divided by it and it would trail
+    // its twin (the replacement scenario's newcomers trailed by a median
+    // 17 min over 13 seeds).
+    let names: Vec<String> = (0..20).map(|k| format!("GPU-{k}")).collect();
+    for seed in [1, 2, 3, 4] {
+        let mut d = ChangeDetector::new(ChangeConfig::default());
+        let mut rng = SimRng::seed_from_u64(seed);
+        let mut warned: [Option<f64>; 2] = [None, None];
+        for i in 0..(14 * 120) {
+            let h = i as f64 / 120.0;
+            let precursor = 1.0 * 2f64.powf((h - 6.0) / 1.5);
+            let mut gpus: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 1.0)).collect();
+            if h >= 6.0 {
+                gpus[0].1 = precursor;
+                gpus.push(("GPU-new", precursor));
+            }
+            for (g, rate) in gpus {
+                let mut r = row(i * STEP_MS, poisson(&mut rng, rate / 120.0), 0.0);
+                r.gpu = g.into();
+                let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
+                d.assess(&r, true, &mut c, &mut reasons);
+                let k = match g {
+                    "GPU-0" => 0,
+                    "GPU-new" => 1,
+                    _ => continue,
+                };
+                if warned[k].is_none() && c[Kind::HbmEccTrend as usize] >= 0.6 {
+                    warned[k] = Some(h);
+                }
+            }
+        }
+        let [Some(twin), Some(new)] = warned else {
+            panic!("seed {seed}: both flagged, got {warned:?}");
+        };
+        assert!(
+            new <= twin + 0.25,
+            "seed {seed}: newcomer {new} h, twin {twin} h"
+        );
+    }
+}
+
+#[test]
 fn a_level_the_baseline_lags_behind_does_not_hide_a_step() {
     // The residual sits at +2 °C for its first 8 h (the expectation still
     // learning), then at 0 with bucket-to-bucket noise: the three-day
