@@ -122,10 +122,17 @@ pub(super) enum Step {
     Take,
 }
 
+/// How long a resume point waits for a message before the consumer is
+/// sought to it unasked: the group's commit may be past it with nothing
+/// newer to come (a stream that stopped, a quiet partition), and a seek
+/// that waits for a message past it waits for good.
+pub(super) const SEEK_UNASKED_AFTER: Duration = Duration::from_secs(2);
+
 /// Where each partition resumes: the restored checkpoint's offsets at
-/// start, and after a rebalance what the pipeline already holds.
+/// start, and after a rebalance what the pipeline already holds; per
+/// partition the offset, whether it was sought, and since when it waits.
 #[derive(Debug, Default)]
-pub(super) struct Resume(HashMap<Partition, (i64, bool)>);
+pub(super) struct Resume(HashMap<Partition, (i64, bool, Instant)>);
 
 impl Resume {
     pub(super) fn new(offsets: &Offsets) -> Self {
@@ -136,14 +143,39 @@ impl Resume {
 
     /// Partitions (re)assigned: resume each exactly at its offset.
     pub(super) fn reseek(&mut self, offsets: Offsets) {
+        let now = Instant::now();
         for (k, o) in offsets {
-            self.0.insert(k, (o, false));
+            self.0.insert(k, (o, false, now));
+        }
+    }
+
+    /// Resume points of `held` partitions that no message reached within
+    /// [`SEEK_UNASKED_AFTER`] of `now` and that were not sought yet.
+    pub(super) fn overdue(&self, held: &[Partition], now: Instant) -> Vec<(Partition, i64)> {
+        let mut due: Vec<(Partition, i64)> = self
+            .0
+            .iter()
+            .filter(|(k, (_, sought, at))| {
+                !sought
+                    && now.saturating_duration_since(*at) >= SEEK_UNASKED_AFTER
+                    && held.contains(k)
+            })
+            .map(|(k, (want, ..))| (k.clone(), *want))
+            .collect();
+        due.sort();
+        due
+    }
+
+    /// The consumer was sought to `key`'s resume point.
+    pub(super) fn sought(&mut self, key: &Partition) {
+        if let Some(e) = self.0.get_mut(key) {
+            e.1 = true;
         }
     }
 
     /// What to do with the message at `offset` of `key`.
     pub(super) fn step(&mut self, key: &Partition, offset: i64) -> Step {
-        let Some((want, sought)) = self.0.get_mut(key) else {
+        let Some((want, sought, _)) = self.0.get_mut(key) else {
             return Step::Take;
         };
         if offset < *want {
@@ -260,6 +292,29 @@ mod tests {
         assert_eq!(r.step(&key(2), 0), Step::Take, "not resuming");
         r.reseek(std::iter::once((key(1), 7)).collect());
         assert_eq!(r.step(&key(1), 6), Step::Skip);
+    }
+
+    #[test]
+    fn a_resume_point_no_message_reaches_is_sought_unasked() {
+        // The newest checkpoint was damaged: the group's commit is past
+        // the restored offset and nothing newer comes. Waiting for a
+        // message past it to seek back waited for good (a restarted
+        // service sat at lag 62, never ready).
+        let offsets = Offsets::from([(key(0), 10), (key(1), 5), (key(2), 7)]);
+        let mut r = Resume::new(&offsets);
+        let held = [key(0), key(1)];
+        let now = Instant::now();
+        assert!(r.overdue(&held, now).is_empty(), "not before the wait");
+        let later = now + SEEK_UNASKED_AFTER;
+        assert_eq!(r.step(&key(1), 5), Step::Take, "key 1 resumed");
+        assert_eq!(
+            r.overdue(&held, later),
+            [(key(0), 10)],
+            "only held partitions still waiting"
+        );
+        r.sought(&key(0));
+        assert!(r.overdue(&held, later).is_empty(), "sought once");
+        assert_eq!(r.step(&key(0), 10), Step::Take);
     }
 
     #[test]

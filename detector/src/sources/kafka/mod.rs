@@ -168,6 +168,7 @@ pub fn run(
         if last_lag.elapsed() >= Duration::from_secs(1) {
             last_lag = Instant::now();
             src.refused_from_the_start(settings)?;
+            src.seek_overdue(&consumer);
             lag::report_lag(
                 &src.shared,
                 state,
@@ -330,6 +331,27 @@ impl<'a> Source<'a> {
             self.resume.reseek(std::mem::take(&mut *r));
         }
         Ok(())
+    }
+
+    /// Seeks held partitions whose resume point no message reached in
+    /// time (see [`consumer::SEEK_UNASKED_AFTER`]); a failed seek (the
+    /// partition not fetching yet) is tried again on the next round.
+    fn seek_overdue(&mut self, consumer: &BaseConsumer<Ctx>) {
+        let held = match self.shared.assigned.lock() {
+            Ok(a) => a.clone(),
+            Err(_) => return,
+        };
+        for (key, want) in self.resume.overdue(&held, Instant::now()) {
+            match consumer.seek(&key.0, key.1, Offset::Offset(want), Duration::from_secs(1)) {
+                Ok(()) => {
+                    tracing::info!(topic = %key.0, partition = key.1, to = want, "no message since the partition was taken over: seeking to the checkpoint's offset");
+                    self.resume.sought(&key);
+                }
+                Err(e) => {
+                    tracing::debug!(topic = %key.0, partition = key.1, error = %e, "seeking to the checkpoint's offset: trying again");
+                }
+            }
+        }
     }
 
     /// One message into the batch. False when it was skipped or sought
