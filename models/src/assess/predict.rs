@@ -189,9 +189,22 @@ impl Predictor {
     }
 }
 
+/// The most a trend forecast alone raises `hbm_ecc_trend` to: a warning
+/// (the kind warns at 0.6 and pages at 0.85). A page needs the GPU's
+/// other HBM evidence (the level rules, the change test) at warning level
+/// too: a fit over a few hours of a healthy GPU's errors — a burst as a
+/// job started — read "doubling every hour, double-bit danger in ~6 h"
+/// and paged (held-back full seed 122).
+const TREND_ALONE_MAX: f32 = 0.6;
+
 fn add_trend(f: &Forecast, components: &mut [f32; KINDS], reasons: &mut Vec<(Kind, Evidence)>) {
     let c = &mut components[Kind::HbmEccTrend as usize];
-    *c = c.max(eta_risk(f.eta_h));
+    let risk = if *c >= TREND_ALONE_MAX {
+        eta_risk(f.eta_h)
+    } else {
+        eta_risk(f.eta_h).min(TREND_ALONE_MAX)
+    };
+    *c = c.max(risk);
     let doubling = if f.growth_per_h > 0.0 {
         format!(
             ", doubling every {:.1} h",
@@ -403,5 +416,30 @@ mod tests {
         assert!(probability_risk(0.1, 0.2) < 0.31);
         assert!(probability_risk(0.0, 0.2) == 0.0);
         assert!(eta_risk(3.0) > eta_risk(12.0) && eta_risk(12.0) > eta_risk(48.0));
+    }
+
+    #[test]
+    fn a_trend_forecast_alone_warns_and_pages_only_with_other_hbm_evidence() {
+        let f = Forecast {
+            eta_h: 5.0,
+            low_h: 3.0,
+            high_h: 31.0,
+            limit: crate::trend::Limit::SbeRate,
+            sbe_per_h: 6.0,
+            growth_per_h: 0.7,
+        };
+        let hbm = Kind::HbmEccTrend as usize;
+        let trend_risk = |other: f32| {
+            let mut c = [0.0f32; KINDS];
+            c[hbm] = other;
+            add_trend(&f, &mut c, &mut Vec::new());
+            c[hbm]
+        };
+        // Alone (or beside weak evidence): a warning, not a page.
+        assert_eq!(trend_risk(0.0), TREND_ALONE_MAX);
+        assert_eq!(trend_risk(0.4), TREND_ALONE_MAX);
+        // Beside a warning-level change test or level rule: the page.
+        assert_eq!(trend_risk(0.6), eta_risk(5.0));
+        assert!(eta_risk(5.0) >= 0.85);
     }
 }
