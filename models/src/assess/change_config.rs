@@ -1,0 +1,99 @@
+//! The change tests' settings (part of [`super`]): the budgets and
+//! alternatives, and what follows from them — the CUSUM thresholds
+//! (Lorden's bound) and the map from a statistic to its kind's risk.
+
+use serde::{Deserialize, Serialize};
+
+use super::{BUCKETS_PER_DAY, Signal};
+
+/// The tests' settings; thresholds follow from the budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ChangeConfig {
+    /// False warnings allowed per 1,000 GPU-days, all signals together.
+    pub warn_budget: f64,
+    /// False pages allowed per 1,000 GPU-days, all signals together: a
+    /// tenth of the fleet's page budget, whose rest belongs to the hard
+    /// failure rules.
+    pub page_budget: f64,
+    /// The counters' alternative rates, as multiples of the baseline: a
+    /// slow and a fast one, each its own CUSUM (see the module docs).
+    /// One test at 3× gained nothing on a 4× ramp until the rate stood
+    /// 1.8× above the baseline; at 2× it lost leads on steps.
+    #[serde(default = "default_rate_ratios")]
+    pub rate_ratios: [f64; 2],
+    /// The gauge's alternative shift, in its own standard deviations.
+    pub shift_sd: f64,
+    /// Largest log-likelihood ratio one bucket adds.
+    pub clip: f64,
+    /// Baseline half-life, hours of the GPU's own data.
+    pub half_life_h: f64,
+    /// Hours of a GPU's own data before its tests count.
+    pub warm_up_h: f64,
+    /// The smallest spread assumed for a temperature residual, °C: below
+    /// it a steady GPU's tenths of a degree would look like changes.
+    #[serde(default = "default_min_sd")]
+    pub min_sd: f64,
+}
+
+fn default_min_sd() -> f64 {
+    1.5
+}
+
+fn default_rate_ratios() -> [f64; 2] {
+    [2.0, 4.0]
+}
+
+impl Default for ChangeConfig {
+    fn default() -> Self {
+        ChangeConfig {
+            warn_budget: 10.0,
+            page_budget: 0.1,
+            rate_ratios: default_rate_ratios(),
+            shift_sd: 2.0,
+            clip: 4.0,
+            half_life_h: 72.0,
+            warm_up_h: 4.0,
+            min_sd: default_min_sd(),
+        }
+    }
+}
+
+impl ChangeConfig {
+    /// The CUSUM threshold at which false alarms stay within `budget` per
+    /// 1,000 GPU-days, shared by every signal.
+    pub fn threshold(&self, budget: f64) -> f64 {
+        let per_signal = budget.max(1e-6) / Signal::ALL.len() as f64;
+        (BUCKETS_PER_DAY * 1000.0 / per_signal).ln()
+    }
+
+    /// The statistic under which a test counts as quiet: its baselines
+    /// learn at full pace and its rows teach the counters' weights (a
+    /// quarter of the warning threshold).
+    pub fn quiet_below(&self) -> f64 {
+        self.threshold(self.warn_budget) / 4.0
+    }
+
+    /// The risk of a statistic `s` of `sig`: the shipped policy's warning
+    /// `fire_at` of its kind at the warning threshold
+    /// ([`Signal::warn_risk`]), 0.85 at the page threshold, 0.95 at most.
+    /// (A fixed 0.6 at the warning threshold fired the kinds that warn at
+    /// the default 0.5 five-sixths of the way there: ~7× the budget's
+    /// false alarms by the bound below, and 11.7–12.7 false warnings per
+    /// 1,000 GPU-days on full seeds 109 and 115.)
+    pub fn risk(&self, sig: Signal, s: f64) -> f32 {
+        let (w, p) = (
+            self.threshold(self.warn_budget),
+            self.threshold(self.page_budget),
+        );
+        let at = f64::from(sig.warn_risk());
+        let r = if s < w {
+            at * s / w
+        } else {
+            at + (PAGE_RISK - at) * (s - w) / (p - w).max(1e-9)
+        };
+        r.clamp(0.0, 0.95) as f32
+    }
+}
+
+/// The risk at the page threshold (where `hbm_ecc_trend` pages).
+const PAGE_RISK: f64 = 0.85;
