@@ -349,27 +349,19 @@ impl AlertEngine {
     /// kind's resolve hold resolves, and its held members surface. (Without
     /// the hold a group whose members were pending ones that came and went
     /// fired and resolved a rack alert four times in 40 minutes.)
-    pub(crate) fn settle_wider(&mut self, now: i64, out: &mut Vec<AlertEvent>) {
-        let mut clearing: Vec<(AlertId, i64, i64)> = Vec::new();
-        for (kind, t) in &self.kinds {
-            for (level, states) in t.states.iter().enumerate() {
-                for (value, st) in states {
-                    if let (
-                        true,
-                        Phase::Firing {
-                            clear_since: Some(c),
-                            ..
-                        },
-                    ) = (st.derived, st.phase)
-                    {
-                        let id = (kind.clone(), Scope::ALL[level], value.clone());
-                        clearing.push((id, c, t.rule.resolve_after_ms));
-                    }
-                }
-            }
-        }
+    /// `clearing`: each wider alert in its hold with its kind's resolve
+    /// hold (collected by the sweep that ticks the states).
+    pub(crate) fn settle_wider(
+        &mut self,
+        mut clearing: Vec<(AlertId, i64)>,
+        now: i64,
+        out: &mut Vec<AlertEvent>,
+    ) {
         clearing.sort_unstable();
-        for (wid, c, hold) in clearing {
+        for (wid, hold) in clearing {
+            let Some(c) = self.state(&wid).and_then(AlertState::clearing_since) else {
+                continue;
+            };
             if self.qualifies(&wid.0, wid.1.level(), &wid.2) {
                 if let Some(st) = self.state_mut(&wid)
                     && let Phase::Firing { since, .. } = st.phase

@@ -280,9 +280,14 @@ impl AlertEngine {
             self.last_sweep = now_ms;
             let mut steps = Vec::new();
             let mut forget = Vec::new();
+            let mut clearing = Vec::new();
             for (kind, t) in &mut self.kinds {
                 for (level, states) in t.states.iter_mut().enumerate() {
                     for (value, st) in states.iter_mut() {
+                        if st.derived && st.clearing_since().is_some() {
+                            let id = (kind.clone(), Scope::ALL[level], value.clone());
+                            clearing.push((id, t.rule.resolve_after_ms));
+                        }
                         let step = st.tick(&t.rule, now_ms);
                         if step != Step::default() {
                             steps.push(((kind.clone(), Scope::ALL[level], value.clone()), step));
@@ -296,7 +301,7 @@ impl AlertEngine {
             for (id, step) in steps {
                 self.apply(&id, step, now_ms, &mut out);
             }
-            self.settle_wider(now_ms, &mut out);
+            self.settle_wider(clearing, now_ms, &mut out);
             for (kind, level, value) in forget {
                 if let Some(t) = self.kinds.get_mut(&kind) {
                     t.states[level].remove(&value);

@@ -137,6 +137,14 @@ impl AlertState {
         matches!(self.phase, Phase::Firing { .. })
     }
 
+    /// Firing with its condition clear since the returned time.
+    pub fn clearing_since(&self) -> Option<i64> {
+        match self.phase {
+            Phase::Firing { clear_since, .. } => clear_since,
+            _ => None,
+        }
+    }
+
     /// The contract event for this state.
     pub fn event(
         &self,

@@ -190,21 +190,22 @@ impl Predictor {
 }
 
 /// The most a trend forecast alone raises `hbm_ecc_trend` to: a warning
-/// (the kind warns at 0.6 and pages at 0.85). A page needs the GPU's
+/// (the shipped policy's warning level for the kind, which the change
+/// test's ECC signal also warns at; it pages at 0.85). A page needs the GPU's
 /// other HBM evidence (the level rules, the change test) at warning level
 /// too: a fit over a few hours of a healthy GPU's errors — a burst as a
 /// job started — read "doubling every hour, double-bit danger in ~6 h"
 /// and paged (held-back full seed 122).
-const TREND_ALONE_MAX: f32 = 0.6;
+const TREND_ALONE_MAX: f32 = super::change::Signal::Ecc.warn_risk();
 
 fn add_trend(f: &Forecast, components: &mut [f32; KINDS], reasons: &mut Vec<(Kind, Evidence)>) {
     let c = &mut components[Kind::HbmEccTrend as usize];
-    let risk = if *c >= TREND_ALONE_MAX {
-        eta_risk(f.eta_h)
+    let cap = if *c >= TREND_ALONE_MAX {
+        1.0
     } else {
-        eta_risk(f.eta_h).min(TREND_ALONE_MAX)
+        TREND_ALONE_MAX
     };
-    *c = c.max(risk);
+    *c = c.max(eta_risk(f.eta_h).min(cap));
     let doubling = if f.growth_per_h > 0.0 {
         format!(
             ", doubling every {:.1} h",
