@@ -13,15 +13,16 @@
 //!   once, of the alternatives `2 · λ0` (slow ramps) and `4 · λ0` (steps),
 //!   the statistic the larger less ln 2 (each test at half the false-alarm
 //!   rate);
-//! - the temperature residual (`gpu_temp_resid`: actual minus expected at
-//!   this load and the host's air, so a warmer room moves every GPU's
-//!   expectation, not its residual): a Gaussian CUSUM of the bucket mean
-//!   for a one-σ shift, standardised by the GPU's own mean and spread in
-//!   the same workload phase (the expectation fits some phases better than
-//!   others), corrected for the buckets' lag-1 correlation; buckets that
-//!   span a change of phase are not judged;
-//! - the same residual against the GPU's peers ([`peers`]): less the
-//!   common part of its host's GPUs in its job and phase, which takes out
+//! - the temperature ([`fit`]): the bucket's mean less what the GPU's own
+//!   fit of temperature on power predicts, less the median of the same
+//!   over its host's other GPUs (the air they share): a Gaussian CUSUM
+//!   for a 2σ shift, standardised by its own mean and spread in the same
+//!   workload phase (floored at half a degree, the readings' resolution),
+//!   corrected for the buckets' lag-1 correlation; buckets that span a
+//!   change of phase are not judged;
+//! - the feature stage's temperature residual (`gpu_temp_resid`, against
+//!   one model per SKU and phase) against the GPU's peers ([`peers`]):
+//!   less the common part of its host's GPUs in its job and phase, which takes out
 //!   the room's and the workload's swings that the expectation misses, so
 //!   its spread is small and its baseline is judged after half an hour of
 //!   a phase (a cooling fault 1.2 h into a GPU's first training phase was
@@ -150,6 +151,10 @@ struct Stat {
     /// (`s` is the larger less ln 2).
     #[serde(default)]
     pair: [f64; 2],
+    /// The temperature: the GPU's own model of its load and air, whose
+    /// residual the test judges ([`fit`]).
+    #[serde(default)]
+    fit: Option<Box<fit::ThermalFit>>,
 }
 
 /// Where `Thermal` is in [`Signal::ALL`].
@@ -195,6 +200,10 @@ pub struct ChangeDetector {
     /// workload phase ([`exposure`]).
     #[serde(default)]
     exposure: Vec<exposure::Exposure>,
+    /// Per host, its GPUs' temperature misses of their own fits: the
+    /// air the `Thermal` signal takes out ([`fit`]).
+    #[serde(default)]
+    air: peers::HostGroups,
 }
 
 impl ChangeDetector {
@@ -245,7 +254,9 @@ impl ChangeDetector {
 
     pub fn heap_bytes(&self) -> usize {
         self.gpus.len() * (std::mem::size_of::<Stat>() * Signal::ALL.len() + 48 + 40)
+            + self.gpus.len() * std::mem::size_of::<fit::ThermalFit>()
             + self.groups.heap_bytes()
+            + self.air.heap_bytes()
     }
 
     /// Feeds one row; when a bucket closes, updates the tests and, past
@@ -282,6 +293,7 @@ impl ChangeDetector {
             self.median_at_ms = row.ts_ms;
             self.refresh_medians();
             self.groups.prune(bucket - 2);
+            self.air.prune(bucket - 2);
         }
         let median = self.median.get(at).copied().unwrap_or([None; 3]);
         if !self.sku_of.contains_key(&row.gpu) {
@@ -326,12 +338,20 @@ impl ChangeDetector {
             // (`Thermal` comes before `ThermalPeer`: its baselines are
             // the peer signal's usual levels, this bucket included; read
             // only when a peer bucket closes.)
-            let levels = (sig == Signal::ThermalPeer && stats[i].bucket != bucket)
-                .then(|| stats[THERMAL].phases);
+            let levels = (sig == Signal::ThermalPeer && stats[i].bucket != bucket).then(|| {
+                stats[THERMAL]
+                    .fit
+                    .as_ref()
+                    .map(|f| f.levels)
+                    .unwrap_or_default()
+            });
             let st = &mut stats[i];
             if st.bucket != bucket {
                 if let Some(levels) = levels {
                     peers::close(&cfg, st, &levels, &mut self.groups, row.ts_ms);
+                } else if sig == Signal::Thermal {
+                    let host = row.topo.host.as_deref();
+                    fit::close(&cfg, st, &mut self.air, host, row.ts_ms);
                 } else if st.n > 0 {
                     let b = if sig.counts() { Some(&mut bg[i]) } else { None };
                     let m = median.get(i).copied().flatten();
@@ -361,6 +381,9 @@ impl ChangeDetector {
                 }
             }
             let v = sig.value(row);
+            if sig == Signal::Thermal {
+                fit::add(st, row);
+            }
             if v.is_finite() {
                 st.sum += v;
                 st.n += 1;
@@ -408,6 +431,8 @@ mod signal;
 pub use signal::Signal;
 #[path = "change_exposure.rs"]
 mod exposure;
+#[path = "change_fit.rs"]
+mod fit;
 #[path = "change_peers.rs"]
 mod peers;
 use bucket::{close_bucket, evidence};

@@ -32,14 +32,7 @@ pub(super) fn close_bucket(
     median: Option<f64>,
     now_ms: i64,
 ) {
-    let decay_of = |h: f64, slow: bool| {
-        let hl = if slow {
-            cfg.half_life_h * 10.0
-        } else {
-            cfg.half_life_h
-        };
-        0.5f64.powf(h / hl)
-    };
+    let decay_of = |h: f64, slow: bool| cfg.decay(h, slow);
     let quarter = cfg.quiet_below();
     // (Gauges: this bucket's departure from its phase's usual level.)
     let mut dev = 0.0;
@@ -219,7 +212,7 @@ pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) 
         let against = if sig == Signal::ThermalPeer {
             "for its load than its host's other GPUs in its job"
         } else {
-            "than expected at this load"
+            "than its own power model and its host's air predict"
         };
         format!(
             "hotter {against} for {hours:.1} h: {above:+.1} °C above its usual {:+.1} °C in this \

@@ -29,14 +29,19 @@ pub struct ChangeConfig {
     pub half_life_h: f64,
     /// Hours of a GPU's own data before its tests count.
     pub warm_up_h: f64,
-    /// The smallest spread assumed for a temperature residual, °C: below
-    /// it a steady GPU's tenths of a degree would look like changes.
+    /// The smallest spread assumed for the `Thermal` signal's bucket
+    /// means, °C: half a degree, the readings' resolution (DCGM reports
+    /// whole degrees, and a steady temperature near a half degree reads
+    /// one or the other for hours). The feature stage's residual needed
+    /// 1.5 °C (it wandered with the shared model); against the GPU's own
+    /// fit less its host's air ([`super::fit`]) the median healthy GPU's
+    /// spread was 0.2 °C.
     #[serde(default = "default_min_sd")]
     pub min_sd: f64,
 }
 
 fn default_min_sd() -> f64 {
-    1.5
+    0.5
 }
 
 fn default_rate_ratios() -> [f64; 2] {
@@ -64,6 +69,18 @@ impl ChangeConfig {
     pub fn threshold(&self, budget: f64) -> f64 {
         let per_signal = budget.max(1e-6) / Signal::ALL.len() as f64;
         (BUCKETS_PER_DAY * 1000.0 / per_signal).ln()
+    }
+
+    /// A baseline's decay over `h` hours: its half-life, ten times that
+    /// while its test sees a change (`slow`), so a slow precursor is not
+    /// learned as usual.
+    pub fn decay(&self, h: f64, slow: bool) -> f64 {
+        let hl = if slow {
+            self.half_life_h * 10.0
+        } else {
+            self.half_life_h
+        };
+        0.5f64.powf(h / hl)
     }
 
     /// The statistic under which a test counts as quiet: its baselines

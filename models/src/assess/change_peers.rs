@@ -6,7 +6,7 @@
 //! judged once its peers' are in (one bucket later).
 //!
 //! The common part is the median of the members' residuals *each less its
-//! own usual level* (the `Thermal` signal's baseline in that phase): GPUs
+//! own usual level* (its usual residual in that phase, kept by [`super::fit`]): GPUs
 //! keep steady offsets of a few degrees from one another (heat sinks,
 //! places in the chassis), so a plain median of the residuals jumped by
 //! 2–3 °C whenever a member left or joined the group and the GPUs that
@@ -26,13 +26,13 @@ use super::{ChangeConfig, MIXED, Signal, Stat};
 const LEVEL_MIN_H: f64 = 0.25;
 
 /// Closes a GPU's bucket of the peer signal: its mean, less its usual
-/// level (`levels`: the `Thermal` signal's per-phase baselines), joins
+/// level (`levels`: its usual residual per phase, [`super::fit`]), joins
 /// its group, and the bucket before (whose group is complete now) is
 /// judged.
 pub(super) fn close(
     cfg: &ChangeConfig,
     st: &mut Stat,
-    levels: &[(f64, f64, f64); 4],
+    levels: &[(f64, f64); 4],
     groups: &mut HostGroups,
     now_ms: i64,
 ) {
@@ -40,7 +40,7 @@ pub(super) fn close(
     let mean = (st.n > 0).then(|| st.sum / f64::from(st.n));
     let this = match (mean, st.group) {
         (Some(m), Some(key)) if st.phase != MIXED => {
-            if let Some(&(level, _, seen_h)) = levels.get(usize::from(st.phase))
+            if let Some(&(level, seen_h)) = levels.get(usize::from(st.phase))
                 && seen_h >= LEVEL_MIN_H
             {
                 groups.push(key, st.bucket, m - level);
@@ -125,6 +125,31 @@ impl HostGroups {
         crate::stats::median(&mut v.clone())
     }
 
+    /// The median of the group's other means for `bucket` (`own`, the
+    /// GPU's, is among them when given), when there are `min_others` at
+    /// least.
+    pub(super) fn median_of_others(
+        &self,
+        key: u64,
+        bucket: i64,
+        own: Option<f64>,
+        min_others: usize,
+    ) -> Option<f64> {
+        let g = self.groups.get(&key)?;
+        let v = [(g.bucket, &g.cur), (g.bucket - 1, &g.prev)]
+            .into_iter()
+            .find_map(|(b, v)| (b == bucket).then_some(v))?;
+        let mut others = v.clone();
+        if let Some(own) = own {
+            let at = others.iter().position(|&x| x == own)?;
+            others.swap_remove(at);
+        }
+        if others.len() < min_others {
+            return None;
+        }
+        crate::stats::median(&mut others)
+    }
+
     /// Drops groups not seen since `before` (jobs that ended).
     pub(super) fn prune(&mut self, before: i64) {
         self.groups.retain(|_, g| g.bucket >= before);
@@ -164,5 +189,19 @@ mod tests {
         assert_eq!(group_key(None, Some("job"), 2), None);
         g.prune(14);
         assert_eq!(g.median(k, 13), None);
+    }
+
+    #[test]
+    fn the_median_of_others_leaves_the_gpu_itself_out() {
+        let mut g = HostGroups::default();
+        let k = fnv1a(b"node-1");
+        for x in [0.1, -0.2, 5.0] {
+            g.push(k, 7, x);
+        }
+        assert_eq!(g.median_of_others(k, 7, Some(5.0), 1), Some(-0.05));
+        assert_eq!(g.median_of_others(k, 7, None, 1), Some(0.1));
+        assert_eq!(g.median_of_others(k, 7, Some(5.0), 3), None, "two others");
+        assert_eq!(g.median_of_others(k, 7, Some(9.0), 1), None, "not a member");
+        assert_eq!(g.median_of_others(k, 6, None, 1), None);
     }
 }

@@ -22,6 +22,8 @@ pub enum Signal {
     Ecc,
     Nvlink,
     Pcie,
+    /// The temperature against the GPU's own fit on power, less its
+    /// host's other GPUs' misses of theirs ([`super::fit`]).
     Thermal,
     /// The temperature residual less the common part of its host's GPUs
     /// in its job and phase (same code, same air): a cooling fault of one
@@ -90,6 +92,9 @@ impl Signal {
                     + g(Col::NvlinkRecoveryDelta)
             }
             Signal::Pcie => g(Col::PcieReplayDelta),
+            // (The feature stage's residual: its usual level per phase is
+            // what the peer signal takes out; the test itself reads the
+            // GPU's own fit, see `fit`.)
             Signal::Thermal => f64::from(row.get(Col::GpuTempResid)),
             // (The temperature above what the GPU's load and air predict,
             // like `Thermal`; the group's median of the same is taken out

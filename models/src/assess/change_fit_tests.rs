@@ -1,0 +1,135 @@
+use super::super::ChangeDetector;
+use super::super::tests::{STEP_MS, normal};
+use super::*;
+use crate::assess::{KINDS, Kind};
+use features::rng::Xoshiro256PlusPlus as SimRng;
+use features::{FEATURE_COUNT, Phase};
+
+/// Heat sinks of a host's GPUs: offset (°C) and thermal resistance
+/// (°C per W).
+const GPUS: [(f64, f64); 6] = [
+    (3.0, 0.060),
+    (0.0, 0.070),
+    (-2.0, 0.075),
+    (1.0, 0.065),
+    (4.0, 0.080),
+    (-1.0, 0.068),
+];
+
+/// What a GPU does at an hour: its power, or `None` when it reports
+/// nothing (gone).
+type Load = dyn Fn(usize, f64) -> Option<f64>;
+
+/// Runs the host for `hours`: the air swings ±3 °C a day; each GPU's
+/// temperature is air + offset + resistance × (1 + `fault`) × power +
+/// noise, reported in whole degrees as DCGM does. Returns each GPU's first
+/// thermal warning (hour, reasons).
+fn run(hours: f64, load: &Load, fault: &dyn Fn(usize, f64) -> f64) -> Vec<Option<(f64, String)>> {
+    let mut d = ChangeDetector::default();
+    let mut rng = SimRng::seed_from_u64(31);
+    let mut warned = vec![None; GPUS.len()];
+    for i in 0..(hours * 120.0) as i64 {
+        let h = i as f64 / 120.0;
+        let air = 27.0 + 3.0 * (2.0 * std::f64::consts::PI * h / 24.0).sin();
+        for (k, &(off, r)) in GPUS.iter().enumerate() {
+            let Some(p) = load(k, h) else { continue };
+            let p = p * (1.0 + 0.01 * f64::from(normal(&mut rng)));
+            let t = air + off + r * (1.0 + fault(k, h)) * p + 0.3 * f64::from(normal(&mut rng));
+            let mut values = [f32::NAN; FEATURE_COUNT];
+            values[Col::IntervalS as usize] = 30.0;
+            values[Col::GpuTemp as usize] = t.round() as f32;
+            values[Col::PowerEwma as usize] = p as f32;
+            values[Col::GpuTempResid as usize] = (t - air - 0.07 * p) as f32;
+            values[Col::PhaseCode as usize] = if p < 150.0 { 0.0 } else { 2.0 };
+            let mut row = FeatureRow {
+                ts_ms: i * STEP_MS,
+                gpu: format!("GPU-{k}").as_str().into(),
+                topo: Default::default(),
+                phase: Phase::Training,
+                values,
+            };
+            row.topo.host = Some("node-1".into());
+            let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
+            d.assess(&row, true, &mut c, &mut reasons);
+            if warned[k].is_none() && c[Kind::ThermalDegradation as usize] >= 0.5 {
+                let why = reasons.iter().map(|(_, e)| e.detail.clone()).collect();
+                warned[k] = Some((h, why));
+            }
+        }
+    }
+    warned
+}
+
+/// A training job whose power dips every three hours (a checkpoint).
+fn training(h: f64) -> f64 {
+    if h % 3.0 < 0.25 { 350.0 } else { 650.0 }
+}
+
+#[test]
+fn a_cooling_fault_is_flagged_against_the_gpus_own_load_and_its_hosts_air() {
+    // GPU-1's thermal resistance rises 4 % at 30 h: +1.8 °C at 650 W, a
+    // third of the day's swing of the air.
+    let fault = |k: usize, h: f64| if k == 1 && h >= 30.0 { 0.04 } else { 0.0 };
+    let warned = run(40.0, &|_, h| Some(training(h)), &fault);
+    let (at, why) = warned[1].clone().expect("the fault is flagged");
+    assert!(at > 30.0 && at < 31.0, "flagged {:.2} h after", at - 30.0);
+    assert!(why.contains("its own"), "{why}");
+    let others: Vec<_> = warned
+        .iter()
+        .enumerate()
+        .filter(|(k, w)| *k != 1 && w.is_some())
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
+}
+
+#[test]
+fn peers_that_idle_or_leave_move_nobody() {
+    // GPU-3 idles from 20 h to 30 h; GPU-4 stops reporting at 36 h (a
+    // failure): the air that the others' median stands for is unchanged,
+    // and nobody is faulty.
+    let load = |k: usize, h: f64| match k {
+        3 if (20.0..30.0).contains(&h) => Some(60.0),
+        4 if h >= 36.0 => None,
+        _ => Some(training(h)),
+    };
+    let warned = run(60.0, &load, &|_, _| 0.0);
+    assert!(warned.iter().all(Option::is_none), "{warned:?}");
+}
+
+#[test]
+fn a_gpus_first_training_after_a_day_idle_is_not_a_fault() {
+    // GPU-5 idles for 24 h, then trains: its fit has never seen the load
+    // (the slope is unknown until it has), which is not a departure.
+    let load = |k: usize, h: f64| {
+        Some(if k == 5 && h < 24.0 {
+            60.0
+        } else {
+            training(h)
+        })
+    };
+    let warned = run(40.0, &load, &|_, _| 0.0);
+    assert!(warned.iter().all(Option::is_none), "{warned:?}");
+}
+
+#[test]
+fn the_fit_predicts_only_loads_it_has_seen() {
+    let mut m = Moments::default();
+    for i in 0..60 {
+        let p = if i % 2 == 0 { 1.0 } else { 3.0 };
+        for (v, x) in m
+            .iter_mut()
+            .zip([1.0, p, p * p, 30.0 + 7.0 * p, p * (30.0 + 7.0 * p)])
+        {
+            *v += x;
+        }
+    }
+    let at = |p| predict(&m, p);
+    assert!((at(2.0).expect("inside") - 44.0).abs() < 0.1);
+    assert!(at(3.0).is_some());
+    assert_eq!(at(6.5), None, "650 W after 100–300 W: extrapolated");
+    assert_eq!(
+        predict(&[10.0, 10.0, 10.0, 300.0, 300.0], 1.0),
+        None,
+        "too few buckets"
+    );
+}
