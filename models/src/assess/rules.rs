@@ -217,11 +217,14 @@ pub fn evaluate(
     // already pending or firing (0.15: above `resolve_below`, under
     // `fire_at`) instead of clearing it: at seed 29 two such rows restarted
     // a straggler's 5-minute hold twice and it was flagged at 18.5 min.
-    // Likewise a row whose clock is only somewhat low (−3…−2 σ) while
-    // its power stays well below its peers': with four peers the clock's
-    // z-score swings between −11 and −2.6 σ on a GPU steadily 10 % slow,
-    // and at the randomised-precursor family's full seed 2 such rows
-    // restarted the hold until 46 min after onset.
+    // Likewise a row whose clock is only somewhat low (−3…−1.5 σ) while
+    // its power is below its peers' too (−0.5 σ): with four peers the
+    // clock's z-score swings between −11 and −2.6 σ on a GPU steadily 10 %
+    // slow, and at the randomised-precursor family's full seed 2 such rows
+    // restarted the hold until 46 min after onset; with twelve, a GPU 7 %
+    // slow read −4.0, −2.5 and −1.7 σ in turn (whole clock steps against
+    // the peers' spread) and its −1.7 σ rows, power −0.8…−2.9 σ, restarted
+    // the hold for 31 min (held-back full seed 124).
     // Rows that cannot tell hold too, as "no news", not as "recovered": a
     // slow clock at its peers' power (the row where a job's phase turns
     // and the peers' power moves first), and the job's low-utilisation
@@ -247,7 +250,7 @@ pub fn evaluate(
     let plainly_slow = far_slow && power_z < -3.0;
     let straggler = if (slow && power_z < -1.5 || far_slow) && (!peer_hot || plainly_slow) {
         sat(-clock_z - 3.0, 3.0).max(0.35)
-    } else if slow || (judged && clock_z < -2.0 && power_z < -1.5) || job_idles {
+    } else if slow || (judged && clock_z < -1.5 && power_z < -0.5) || job_idles {
         STRAGGLER_HOLD
     } else {
         0.0
