@@ -8,7 +8,8 @@
 //!    and it is not correlated upward (an application fault is no rack fault).
 //! 2. From the widest level down (fleet, cluster, rack, host): if a firing
 //!    alert of the same kind already covers it at that level, it is held
-//!    back; if that level's group qualifies (`min_count` bad direct children
+//!    back, unless it starts firing more than two hours after that alert
+//!    did (news, not more of that incident: it surfaces); if that level's group qualifies (`min_count` bad direct children
 //!    and `min_fraction` of the known children), one wider-scope alert is
 //!    raised listing the members and the member is held back.
 //! 3. A silence or an inhibition rule mutes it for now.
@@ -24,6 +25,11 @@
 use crate::alert::{AlertEvent, Labels, Reason, Scope, Severity, Status};
 use crate::engine::{AlertEngine, AlertId};
 use crate::lifecycle::{AlertState, Phase, ResolveCause};
+
+/// A member that starts firing this long after its wider alert did
+/// surfaces on its own (two hours: a rack incident's GPUs cross their
+/// thresholds within its first hour as its air heats).
+const LATE_MEMBER_MS: i64 = 2 * 3_600_000;
 
 /// At most this many members are listed in a wider alert's reasons (a
 /// cluster of 1,000 hosts should not make a 1,000-line page).
@@ -163,7 +169,16 @@ impl AlertEngine {
                     continue;
                 };
                 let wid: AlertId = (id.0.clone(), Scope::ALL[level], g.into());
-                if self.state(&wid).is_some_and(AlertState::firing) {
+                if let Some(wider) = self.state(&wid).and_then(AlertState::firing_since) {
+                    // A member that starts firing long after its wider
+                    // alert did is news, not more of that incident: it
+                    // surfaces on its own (at full random-precursor seed
+                    // 125 a GPU's cooling fault was folded for 11 h into
+                    // a rack alert 19 h old, which it kept alive).
+                    let since = self.state(id).and_then(AlertState::firing_since);
+                    if since.is_some_and(|s| s - wider > LATE_MEMBER_MS) {
+                        break;
+                    }
                     self.suppressed.insert(id.clone());
                     return;
                 }

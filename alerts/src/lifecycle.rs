@@ -137,6 +137,14 @@ impl AlertState {
         matches!(self.phase, Phase::Firing { .. })
     }
 
+    /// When it started firing, if it is.
+    pub fn firing_since(&self) -> Option<i64> {
+        match self.phase {
+            Phase::Firing { since, .. } => Some(since),
+            _ => None,
+        }
+    }
+
     /// Firing with its condition clear since the returned time.
     pub fn clearing_since(&self) -> Option<i64> {
         match self.phase {

@@ -205,6 +205,40 @@ fn a_rack_alert_holds_while_its_pending_members_come_and_go() {
 }
 
 #[test]
+fn a_gpu_that_joins_a_rack_alert_hours_later_surfaces_on_its_own() {
+    // Two hosts of a rack hot from the start (a rack alert); a GPU of the
+    // rack's third host turns bad 3 h later while it still fires: news,
+    // not more of that incident. One that turns bad 20 min in is folded.
+    let mut e = engine("[lifecycle.default]\nfor = \"5m\"\nresolve_after = \"10m\"\n");
+    let fleet = Fleet::new(1, 4);
+    let mut events = Vec::new();
+    for step in 0..(5 * 120) {
+        let ts = step * 30_000;
+        events.extend(fleet.step(&mut e, "thermal", ts, |l| {
+            let hot = match l["gpu"].as_str() {
+                "GPU-r0h0g0" | "GPU-r0h1g0" => true,
+                "GPU-r0h2g0" => ts >= 20 * MIN,
+                "GPU-r0h3g0" => ts >= 180 * MIN,
+                _ => false,
+            };
+            if hot { 0.95 } else { 0.1 }
+        }));
+    }
+    let got: Vec<_> = firing(&events)
+        .iter()
+        .map(|e| (e.scope, e.labels.get("gpu").cloned(), e.ts / MIN))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Scope::Rack, None, 5),
+            (Scope::Gpu, Some("GPU-r0h3g0".to_string()), 185)
+        ],
+        "{events:#?}"
+    );
+}
+
+#[test]
 fn application_xid_on_a_job_is_not_paged() {
     let mut e = engine(
         "[lifecycle.kinds.app_xid]\nfor = \"1m\"\n[[correlation.job]]\nkinds = [\"app_xid\"]\nmin_count = 4\n",
