@@ -32,7 +32,6 @@ pub(super) fn close_bucket(
     median: Option<f64>,
     now_ms: i64,
 ) {
-    let decay_of = |h: f64, slow: bool| cfg.decay(h, slow);
     let quarter = cfg.quiet_below();
     // (Gauges: this bucket's departure from its phase's usual level.)
     let mut dev = 0.0;
@@ -75,7 +74,7 @@ pub(super) fn close_bucket(
             st.disp.max(1.0)
         };
         let llrs = rhos.map(|rho| (st.sum * rho.ln() - (rho - 1.0) * expected) / dispersion);
-        let d = decay_of(st.hours, st.s > quarter);
+        let d = cfg.decay(st.hours, st.s > quarter);
         if st.s <= quarter {
             st.nb = st.nb.saturating_add(1);
             st.dev2 = st.dev2 * d + (st.sum - expected).powi(2).min(400.0);
@@ -124,7 +123,7 @@ pub(super) fn close_bucket(
         // while the test sees no change, like the baseline (a step inside
         // their window would read as correlation too), and φ is taken
         // before this bucket joins them.
-        let d = decay_of(h, st.s > quarter);
+        let d = cfg.decay(h, st.s > quarter);
         if st.base_h <= 0.0 || st.u2 <= 0.0 {
             // A prior of φ = 0.6 (unit variance, zero level); also where a
             // checkpoint predates the moments.

@@ -165,12 +165,15 @@ pub(super) fn close(
     let Some(pd) = std::mem::replace(&mut fit.pending, this) else {
         return;
     };
-    let others = |n| key.and_then(|k| air.median_of_others(k, pd.bucket, pd.miss, n));
-    let common = others(MIN_OTHERS);
+    let others = key.and_then(|k| air.others(k, pd.bucket, pd.miss));
+    let common = others.filter(|&(_, n)| n >= MIN_OTHERS).map(|(m, _)| m);
     // The fit learns the temperature less the air where enough of its
     // host's GPUs tell it (with one or two, a peer's own error fed back
     // into every fit of the host), else the temperature as it is.
-    let y = pd.t - others(LEARN_OTHERS).unwrap_or(0.0);
+    let air_c = others
+        .filter(|&(_, n)| n >= LEARN_OTHERS)
+        .map_or(0.0, |(m, _)| m);
+    let y = pd.t - air_c;
     let m = &mut fit.moments;
     for (v, x) in m.iter_mut().zip([1.0, pd.p, pd.p * pd.p, y, pd.p * y]) {
         *v = *v * d + x;

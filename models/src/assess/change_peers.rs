@@ -108,17 +108,18 @@ impl HostGroups {
         }
     }
 
+    /// The group's means for `bucket`, if it is one of the two kept.
+    fn values(&self, key: u64, bucket: i64) -> Option<&Vec<f64>> {
+        let g = self.groups.get(&key)?;
+        [(g.bucket, &g.cur), (g.bucket - 1, &g.prev)]
+            .into_iter()
+            .find_map(|(b, v)| (b == bucket).then_some(v))
+    }
+
     /// The median of the group's means for `bucket`, if it is one of the
     /// two kept and has enough members.
     pub(super) fn median(&self, key: u64, bucket: i64) -> Option<f64> {
-        let g = self.groups.get(&key)?;
-        let v = if bucket == g.bucket {
-            &g.cur
-        } else if bucket == g.bucket - 1 {
-            &g.prev
-        } else {
-            return None;
-        };
+        let v = self.values(key, bucket)?;
         if v.len() < MIN_GROUP {
             return None;
         }
@@ -126,28 +127,29 @@ impl HostGroups {
     }
 
     /// The median of the group's other means for `bucket` (`own`, the
-    /// GPU's, is among them when given), when there are `min_others` at
-    /// least.
-    pub(super) fn median_of_others(
+    /// GPU's, is among them when given) and how many there are.
+    pub(super) fn others(&self, key: u64, bucket: i64, own: Option<f64>) -> Option<(f64, usize)> {
+        let mut others = self.values(key, bucket)?.clone();
+        if let Some(own) = own {
+            let at = others.iter().position(|&x| x == own)?;
+            others.swap_remove(at);
+        }
+        let n = others.len();
+        crate::stats::median(&mut others).map(|m| (m, n))
+    }
+
+    /// [`Self::others`]' median, when there are `min_others` at least.
+    #[cfg(test)]
+    fn median_of_others(
         &self,
         key: u64,
         bucket: i64,
         own: Option<f64>,
         min_others: usize,
     ) -> Option<f64> {
-        let g = self.groups.get(&key)?;
-        let v = [(g.bucket, &g.cur), (g.bucket - 1, &g.prev)]
-            .into_iter()
-            .find_map(|(b, v)| (b == bucket).then_some(v))?;
-        let mut others = v.clone();
-        if let Some(own) = own {
-            let at = others.iter().position(|&x| x == own)?;
-            others.swap_remove(at);
-        }
-        if others.len() < min_others {
-            return None;
-        }
-        crate::stats::median(&mut others)
+        self.others(key, bucket, own)
+            .filter(|&(_, n)| n >= min_others)
+            .map(|(m, _)| m)
     }
 
     /// Drops groups not seen since `before` (jobs that ended).
