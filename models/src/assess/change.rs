@@ -9,10 +9,12 @@
 //!   where `λ0` is the GPU's own long-run rate, shrunk towards its SKU's
 //!   background in the shard while the GPU's history is short, and `t`
 //!   the bucket's hours, for the link counters weighed by their workload
-//!   phase ([`exposure`]: link errors come with traffic); two tests at
-//!   once, of the alternatives `2 · λ0` (slow ramps) and `4 · λ0` (steps),
-//!   the statistic the larger less ln 2 (each test at half the false-alarm
-//!   rate);
+//!   phase ([`exposure`]: link errors come with traffic); three tests at
+//!   once, of the alternatives `2 · λ0` (slow ramps), `4 · λ0` (steps) and
+//!   `16 · λ0` (a quiet GPU's jump, whose first handful of errors is
+//!   already clear; judged against `λ0`'s upper bound, two standard
+//!   errors of the counts it was learned from above it), the statistic
+//!   the largest less ln 3 (each test at a third of the false-alarm rate);
 //! - the temperature ([`fit`]): the bucket's mean less what the GPU's own
 //!   fit of temperature on power predicts, less the median of the same
 //!   over its host's other GPUs (the air they share): a Gaussian CUSUM
@@ -148,9 +150,12 @@ struct Stat {
     #[serde(default)]
     dev_sum: f64,
     /// Counters: the slow and the fast alternative's CUSUM statistics
-    /// (`s` is the larger less ln 2).
+    /// (`s` is the largest of these and `steep` less ln 3).
     #[serde(default)]
     pair: [f64; 2],
+    /// Counters: the steep alternative's CUSUM statistic.
+    #[serde(default)]
+    steep: f64,
     /// The temperature: the GPU's own model of its load and air, whose
     /// residual the test judges ([`fit`]).
     #[serde(default)]

@@ -73,7 +73,18 @@ pub(super) fn close_bucket(
         } else {
             st.disp.max(1.0)
         };
-        let llrs = rhos.map(|rho| (st.sum * rho.ln() - (rho - 1.0) * expected) / dispersion);
+        let llr_of = |rho: f64| (st.sum * rho.ln() - (rho - 1.0) * expected) / dispersion;
+        let llrs = rhos.map(llr_of);
+        // The steep test against the baseline's upper bound (see
+        // `ChangeConfig::steep_margin_sd`; the counts it was learned from
+        // include its SKU's prior).
+        let counts = (own_a + sku_rate * prior_h).max(1e-9);
+        let z = cfg.steep_margin_sd;
+        let upper = (counts + z * counts.sqrt() + z) / counts;
+        let steep = {
+            let rho = cfg.steep_ratio;
+            (st.sum * rho.ln() - (rho - 1.0) * expected * upper) / dispersion
+        };
         let d = cfg.decay(st.hours, st.s > quarter);
         if st.s <= quarter {
             st.nb = st.nb.saturating_add(1);
@@ -86,16 +97,18 @@ pub(super) fn close_bucket(
         st.base_h = st.base_h * d + st.hours;
         if st.base_h < sig.warm_up_h(cfg) && !st.newcomer {
             st.pair = [0.0; 2];
+            st.steep = 0.0;
         } else {
-            // Two CUSUMs, a slow and a fast alternative, each floored at
-            // 0; the statistic is the larger less ln 2 (two tests at
-            // once, each at half the false-alarm rate).
+            // Three CUSUMs, a slow, a fast and a steep alternative, each
+            // floored at 0; the statistic is the largest less ln 3 (three
+            // tests at once, each at a third of the false-alarm rate).
             for (p, l) in st.pair.iter_mut().zip(llrs) {
                 *p = (*p + l.min(cfg.clip)).max(0.0);
             }
+            st.steep = (st.steep + steep.min(cfg.clip)).max(0.0);
         }
-        let pair = (st.pair[0].max(st.pair[1]) - std::f64::consts::LN_2).max(0.0);
-        pair - st.s
+        let best = (st.pair[0].max(st.pair[1]).max(st.steep) - 3f64.ln()).max(0.0);
+        best - st.s
     } else {
         // The temperature residual's usual level differs by workload
         // (the expected-temperature model fits some phases better): one

@@ -21,6 +21,18 @@ pub struct ChangeConfig {
     /// 1.8× above the baseline; at 2× it lost leads on steps.
     #[serde(default = "default_rate_ratios")]
     pub rate_ratios: [f64; 2],
+    /// A third, steep alternative (a multiple of the baseline): a quiet
+    /// GPU whose errors jump fifty-fold gains only ln 4 per error from
+    /// the fast test, and its first handful of errors is already clear.
+    #[serde(default = "default_steep_ratio")]
+    pub steep_ratio: f64,
+    /// The steep test judges against the baseline's upper bound, this many
+    /// standard errors of a rate learned from its counts above it: its
+    /// alternative is so far out that a baseline low by chance (a few
+    /// errors in a short history) makes a healthy GPU's usual errors look
+    /// like a jump.
+    #[serde(default = "default_steep_margin_sd")]
+    pub steep_margin_sd: f64,
     /// The gauge's alternative shift, in its own standard deviations.
     pub shift_sd: f64,
     /// Largest log-likelihood ratio one bucket adds.
@@ -44,6 +56,14 @@ fn default_min_sd() -> f64 {
     0.5
 }
 
+fn default_steep_ratio() -> f64 {
+    16.0
+}
+
+fn default_steep_margin_sd() -> f64 {
+    2.0
+}
+
 fn default_rate_ratios() -> [f64; 2] {
     [2.0, 4.0]
 }
@@ -54,6 +74,8 @@ impl Default for ChangeConfig {
             warn_budget: 10.0,
             page_budget: 0.1,
             rate_ratios: default_rate_ratios(),
+            steep_ratio: default_steep_ratio(),
+            steep_margin_sd: default_steep_margin_sd(),
             shift_sd: 2.0,
             clip: 4.0,
             half_life_h: 72.0,

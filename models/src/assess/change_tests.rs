@@ -332,3 +332,39 @@ fn a_snapshot_of_four_signals_loads_into_five() {
     d.assess(&row(0, 0.0, 0.0), true, &mut c, &mut r);
     assert_eq!(d.gpus["GPU-c"].len(), Signal::ALL.len());
 }
+
+#[test]
+fn a_quiet_gpus_jump_is_clear_from_its_first_handful_of_errors() {
+    // 0.1 errors an hour for two days, then 6/h (sixty-fold): the fast
+    // test gains ln 4 per error and needs about ten of them; the steep
+    // test reads the first five or six as clear. Without it (steep ratio
+    // equal to the fast one) the warning comes later: by 0.45 h on
+    // average over these seeds (0.1–0.9 h each).
+    let onset = 48.0;
+    let jump = |h: f64| if h < onset { 0.1 } else { 6.0 };
+    let without = ChangeConfig {
+        steep_ratio: 4.0,
+        ..ChangeConfig::default()
+    };
+    let mut gain = 0.0;
+    for seed in [2, 4, 6, 8, 10, 12] {
+        let with = run(56.0, seed, jump, |_| 0.0).0.expect("flagged");
+        let plain = run_with(without, 56.0, seed, jump, |_| 0.0)
+            .0
+            .unwrap_or(f64::INFINITY);
+        assert!(
+            with > onset && with < onset + 2.0 && with <= plain,
+            "seed {seed}: {:.2} h after the jump, {:.2} h without the steep test",
+            with - onset,
+            plain - onset
+        );
+        gain += (plain - with) / 6.0;
+    }
+    assert!(gain >= 0.3, "earlier by {gain:.2} h on average");
+    // A GPU that learned its baseline from a few errors, low by chance,
+    // does not take its usual rate for a jump.
+    for seed in 20..30 {
+        let (ecc, _, _) = run(72.0, seed, |_| 0.3, |_| 0.0);
+        assert_eq!(ecc, None, "seed {seed}");
+    }
+}
