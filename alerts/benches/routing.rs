@@ -55,6 +55,7 @@ fn run(e: &mut AlertEngine, fleet: &[Labels], ts: i64, hot_every: usize) -> usiz
             summary: "GPU hot",
             reasons: &[],
             eta_hours: None,
+            confirmed: false,
         };
         events += e.observe(black_box(&obs)).len();
     }

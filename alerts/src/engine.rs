@@ -42,6 +42,10 @@ pub struct Observation<'a> {
     pub reasons: &'a [Reason],
     /// Forecast hours to a limit, if any.
     pub eta_hours: Option<f64>,
+    /// The value comes from a sequential test past its threshold (a
+    /// CUSUM's statistic is evidence held over time already): a raise
+    /// fires without waiting out the kind's `for`.
+    pub confirmed: bool,
 }
 
 /// Identity of one alert: (kind, scope, scope value).
@@ -144,7 +148,7 @@ impl AlertEngine {
         let step = match self.kinds.get_mut(obs.kind) {
             Some(t) => match t.states[level].get_mut(value) {
                 Some(st) => {
-                    let step = st.observe(&t.rule, obs.ts_ms, obs.value);
+                    let step = st.observe_confirmed(&t.rule, obs.ts_ms, obs.value, obs.confirmed);
                     if st.active() && st.holding {
                         refresh(st, obs);
                     }
@@ -183,7 +187,7 @@ impl AlertEngine {
 
     fn start(t: &mut KindTable, level: usize, value: &str, obs: &Observation<'_>) -> Step {
         let mut st = AlertState::new(obs.labels.clone(), obs.severity, obs.ts_ms);
-        let step = st.observe(&t.rule, obs.ts_ms, obs.value);
+        let step = st.observe_confirmed(&t.rule, obs.ts_ms, obs.value, obs.confirmed);
         refresh(&mut st, obs);
         t.states[level].insert(value.into(), st);
         step

@@ -12,7 +12,8 @@
 //! let workers = sys.spawn_delivery(&shutdown);              // one task per receiver
 //! for each evaluation:
 //!     let events = sys.engine.observe(&Observation { ts_ms, kind, scope, labels, severity,
-//!                                                     value: risk, summary, reasons, eta_hours });
+//!                                                     value: risk, summary, reasons, eta_hours,
+//!                                                     confirmed });
 //!     sys.router.push(&events);
 //! as event time passes (every few seconds):
 //!     let events = sys.engine.tick(now_ms); sys.router.push(&events);

@@ -229,8 +229,18 @@ impl AlertState {
         }
     }
 
-    /// Applies one observation of `value` at `ts`.
+    /// Applies one observation of `value` at `ts` (unconfirmed).
+    #[cfg(test)]
     pub fn observe(&mut self, rule: &Rule, ts: i64, value: f64) -> Step {
+        self.observe_confirmed(rule, ts, value, false)
+    }
+
+    /// [`Self::observe`], where `confirmed` says the value comes from a
+    /// sequential test past its threshold: its statistic already is the
+    /// evidence held over time that `for` waits for, so a raise fires at
+    /// once (`for` stays for level readings, one sample of which proves
+    /// little).
+    pub fn observe_confirmed(&mut self, rule: &Rule, ts: i64, value: f64, confirmed: bool) -> Step {
         let mut step = Step::default();
         if ts < self.last_seen {
             return step;
@@ -244,14 +254,14 @@ impl AlertState {
             Phase::Resolved { .. } if raise => {
                 step.activated = true;
                 self.phase = Phase::Pending { since: ts };
-                if rule.for_ms == 0 {
+                if rule.for_ms == 0 || confirmed {
                     self.fire(rule, ts, &mut step);
                 }
             }
             Phase::Resolved { .. } => {}
             Phase::Pending { .. } if clear => self.deactivate(ts, ResolveCause::Cleared, &mut step),
             Phase::Pending { since } => {
-                if ts - since >= rule.for_ms {
+                if ts - since >= rule.for_ms || confirmed {
                     self.fire(rule, ts, &mut step);
                 }
             }
@@ -330,6 +340,25 @@ mod tests {
             flap_max_fires: 3,
             flap_resolve_after_ms: 1_800_000,
         }
+    }
+
+    #[test]
+    fn a_confirmed_raise_fires_without_waiting_out_for() {
+        // A sequential test's crossing is evidence held over time already;
+        // a level reading still waits `for`.
+        let r = rule();
+        let mut s = AlertState::new(Labels::new(), Severity::Warning, 0);
+        let st = s.observe_confirmed(&r, 0, 0.9, true);
+        assert!(st.activated && st.fired);
+        let mut s = AlertState::new(Labels::new(), Severity::Warning, 0);
+        assert!(!s.observe_confirmed(&r, 0, 0.9, false).fired);
+        assert!(
+            s.observe_confirmed(&r, 20_000, 0.9, true).fired,
+            "pending, then confirmed"
+        );
+        // Confirmation does not lower the bar: below `fire_at` nothing starts.
+        let mut s = AlertState::new(Labels::new(), Severity::Warning, 0);
+        assert_eq!(s.observe_confirmed(&r, 0, 0.7, true), Step::default());
     }
 
     #[test]

@@ -70,6 +70,7 @@ impl Fleet {
                 summary: "GPU hot",
                 reasons: &reasons,
                 eta_hours: None,
+                confirmed: false,
             };
             out.extend(e.observe(&obs));
         }
@@ -309,6 +310,7 @@ fn silences_mute_until_they_end_and_inhibition_follows_its_source() {
         summary: "s",
         reasons: &[],
         eta_hours: None,
+        confirmed: false,
     };
     assert!(e.observe(&obs(0, "ecc", 0.9)).is_empty(), "silenced");
     assert!(e.tick(5 * MIN).is_empty());
@@ -328,6 +330,7 @@ fn silences_mute_until_they_end_and_inhibition_follows_its_source() {
         summary: "host down",
         reasons: &[],
         eta_hours: None,
+        confirmed: false,
     };
     assert_eq!(firing(&e.observe(&host_obs(11 * MIN, 1.0))).len(), 1);
     let gpu = Observation {
@@ -369,6 +372,7 @@ fn replaced_and_stale_sources_resolve() {
         summary: "s",
         reasons: &[],
         eta_hours: None,
+        confirmed: false,
     };
     assert_eq!(firing(&e.observe(&obs(&old, 0, 0.9))).len(), 1);
     let out = e.observe(&obs(&new, MIN, 0.1));
@@ -400,6 +404,7 @@ fn a_delivered_warning_escalates_to_a_page_when_its_evidence_grows() {
         summary,
         reasons: &[],
         eta_hours: None,
+        confirmed: false,
     };
     let mut events = Vec::new();
     events.extend(e.observe(&obs(0, 0.6, Severity::Warning, "rate 120/h")));
@@ -438,6 +443,7 @@ fn a_handed_over_gpu_leaves_without_an_event() {
         summary: "s",
         reasons: &[],
         eta_hours: None,
+        confirmed: false,
     };
     assert_eq!(firing(&e.observe(&obs(&moved, 0))).len(), 1);
     assert_eq!(firing(&e.observe(&obs(&stays, 0))).len(), 1);

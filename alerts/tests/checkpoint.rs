@@ -100,6 +100,7 @@ fn run(
                     summary: &summary,
                     reasons: &reasons,
                     eta_hours: (*risk % 2 == 0).then_some(value * 10.0),
+                    confirmed: false,
                 })
             }
             Op::Tick => e.tick(ts),

@@ -33,6 +33,7 @@ fn busy() -> (AlertEngine, Dispatcher, i64) {
                 summary: "hot",
                 reasons: &[],
                 eta_hours: None,
+                confirmed: false,
             };
             e.observe(&obs).iter().for_each(|ev| d.push(ev));
         }
@@ -75,6 +76,7 @@ fn a_kind_removed_from_the_config_is_dropped_and_resolved() {
         summary: "hot",
         reasons: &[],
         eta_hours: None,
+        confirmed: false,
     };
     assert!(e.observe(&obs(ts + 10_000, 0.95)).is_empty());
     assert!(e.observe(&obs(ts + 20_000, 0.1)).is_empty());
@@ -158,6 +160,7 @@ fn silences_added_at_run_time_survive_a_restore() {
             summary: "hot",
             reasons: &[],
             eta_hours: None,
+            confirmed: false,
         };
         delivered.extend(e.observe(&obs));
         delivered.extend(e.tick(s * 10_000));
@@ -223,6 +226,7 @@ fn an_alert_system_restores_engine_and_router_over_its_outbox() {
             summary: "xid 79",
             reasons: &[],
             eta_hours: None,
+            confirmed: false,
         };
         let events = sys.engine.observe(&obs);
         sys.router.push(&events);

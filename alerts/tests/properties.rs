@@ -79,7 +79,7 @@ proptest! {
             for (k, kind) in ["thermal", "power"].iter().enumerate() {
                 for (i, l) in fleet.iter().enumerate() {
                     let obs = Observation { ts_ms: ts, kind, scope: Scope::Gpu, labels: l, severity: Severity::Critical,
-                        value: values(k * 16 + i), summary: "s", reasons: &[], eta_hours: None };
+                        value: values(k * 16 + i), summary: "s", reasons: &[], eta_hours: None, confirmed: false };
                     events.extend(e.observe(&obs));
                 }
             }

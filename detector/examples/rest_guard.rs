@@ -70,6 +70,7 @@ fn assessment(g: usize, risk: f64, ts_ms: i64) -> Assessment {
         anomaly_grade: 0.0,
         eta_hours: None,
         reasons: Vec::new(),
+        confirmed: 0,
     }
 }
 

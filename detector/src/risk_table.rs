@@ -268,6 +268,7 @@ mod tests {
             anomaly_grade: 0.0,
             eta_hours: None,
             reasons: Vec::new(),
+            confirmed: 0,
         }
     }
 

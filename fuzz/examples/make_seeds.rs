@@ -183,6 +183,7 @@ fn alert_states() {
                     summary: "seed",
                     reasons: &[],
                     eta_hours: None,
+                    confirmed: false,
                 });
                 for e in &events {
                     dispatcher.push(e);

@@ -99,6 +99,7 @@ async fn run(
                 summary: "synthetic storm",
                 reasons: &reasons,
                 eta_hours: None,
+                confirmed: false,
             };
             events.extend(sys.engine.observe(&obs));
         }

@@ -64,6 +64,7 @@ fn assessment(rng: &mut Rng, gpu: &str, ts_ms: i64) -> Assessment {
         anomaly_grade: 0.0,
         eta_hours: None,
         reasons: Vec::new(),
+        confirmed: 0,
     }
 }
 

@@ -33,6 +33,7 @@ fn assessment(gpu: &str, risk: f64, rack: &str, ts_ms: i64) -> Assessment {
             signal: "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL".into(),
             detail: format!("rate {risk}"),
         }],
+        confirmed: 0,
     }
 }
 

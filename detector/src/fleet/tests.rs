@@ -43,6 +43,7 @@ fn assessment(gpu: &str, ts_ms: i64, hard: bool) -> Assessment {
         anomaly_grade: 0.0,
         eta_hours: None,
         reasons: Vec::new(),
+        confirmed: 0,
     };
     a.topo.host = Some("node-1".into());
     a.topo.rack = Some("rack-1".into());

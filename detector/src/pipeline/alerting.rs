@@ -157,6 +157,7 @@ impl AlertStage {
                 } else {
                     None
                 },
+                confirmed: a.is_confirmed(*kind),
             }));
         }
         // Keep watching a kind for a while after it clears (until the next

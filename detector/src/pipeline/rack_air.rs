@@ -188,6 +188,7 @@ fn observe(engine: &mut AlertEngine, j: &Judged<'_>, out: &mut Vec<AlertEvent>) 
         summary: &summary,
         reasons: &reasons,
         eta_hours: None,
+        confirmed: false,
     }));
 }
 

@@ -362,6 +362,7 @@ impl Shard {
                     anomaly_grade: 0.0,
                     eta_hours: None,
                     reasons,
+                    confirmed: 0,
                 });
             }
             FeatureEvent::RackAir(r) => out.racks.push(r),
@@ -379,7 +380,7 @@ impl Shard {
             .insert(self.first_ts_ms.map_or(row.ts_ms, |f| f.min(row.ts_ms)));
         let warm = row.ts_ms - first >= WARM_UP_MS;
         rules::evaluate(row, hard_xid, warm, &mut components, &mut reasons);
-        self.change.assess(row, warm, &mut components, &mut reasons);
+        let crossed = self.change.assess(row, warm, &mut components, &mut reasons);
         self.thermal.apply(row, &mut components, &mut reasons);
         if components[Kind::HardFailure as usize] >= 1.0
             && hard_xid.is_none()
@@ -427,6 +428,8 @@ impl Shard {
         let eta = self
             .predict
             .assess(row, warm, &mut components, &mut reasons);
-        assess::fuse(row, components, reasons, grade, eta)
+        let mut a = assess::fuse(row, components, reasons, grade, eta);
+        a.confirm(&crossed);
+        a
     }
 }

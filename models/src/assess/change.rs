@@ -265,15 +265,21 @@ impl ChangeDetector {
     }
 
     /// Feeds one row; when a bucket closes, updates the tests and, past
-    /// warm-up, raises the components of signals that departed.
+    /// warm-up, raises the components of signals that departed. Returns,
+    /// per kind, the risk of its tests that stand past their warning
+    /// threshold (0: none): a sequential test's crossing is evidence held
+    /// over time already, which the alert stage need not wait out again
+    /// ([`super::Assessment::confirmed`]).
     pub fn assess(
         &mut self,
         row: &FeatureRow,
         warm: bool,
         components: &mut [f32; KINDS],
         reasons: &mut Vec<(Kind, Evidence)>,
-    ) {
+    ) -> [f32; KINDS] {
+        let mut crossed = [0.0f32; KINDS];
         let cfg = self.config;
+        let warn_at = cfg.threshold(cfg.warn_budget);
         let bucket = row.ts_ms.div_euclid(BUCKET_MS);
         let interval_h = {
             let s = f64::from(row.get(Col::IntervalS));
@@ -414,8 +420,13 @@ impl ChangeDetector {
             let k = sig.kind();
             let c = &mut components[k as usize];
             *c = c.max(r);
+            if s_eff >= warn_at {
+                let x = &mut crossed[k as usize];
+                *x = x.max(r);
+            }
             reasons.push((k, evidence(&cfg, sig, st, row.ts_ms)));
         }
+        crossed
     }
 }
 

@@ -155,11 +155,35 @@ pub struct Assessment {
     pub eta_hours: Option<f64>,
     /// Evidence of the strongest component first.
     pub reasons: Vec<Evidence>,
+    /// Kinds (bit `k` for `Kind::ALL[k]`) whose component is a change
+    /// test's risk past its warning threshold and nothing stronger: the
+    /// test's statistic is evidence held over time already, so the alert
+    /// stage fires it without waiting out the kind's `for` (which stays
+    /// for level readings, one sample of which proves little).
+    #[serde(default)]
+    pub confirmed: u16,
 }
 
 impl Assessment {
     pub fn component(&self, k: Kind) -> f64 {
         f64::from(self.components[k as usize])
+    }
+
+    /// Marks the kinds whose component is no more than what the change
+    /// tests past their threshold gave it (`crossed`, per kind; see
+    /// [`change::ChangeDetector::assess`]).
+    pub fn confirm(&mut self, crossed: &[f32; KINDS]) {
+        self.confirmed = 0;
+        for (i, (c, x)) in self.components.iter().zip(crossed).enumerate() {
+            if *x > 0.0 && c <= x {
+                self.confirmed |= 1 << i;
+            }
+        }
+    }
+
+    /// Whether kind `k`'s component is confirmed ([`Self::confirmed`]).
+    pub fn is_confirmed(&self, k: Kind) -> bool {
+        self.confirmed >> (k as u16) & 1 == 1
     }
 }
 
@@ -208,5 +232,43 @@ pub fn fuse(
             None
         },
         reasons: reasons.into_iter().map(|(_, e)| e).collect(),
+        confirmed: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_component_the_change_tests_drive_is_confirmed() {
+        let mut components = [0.0f32; KINDS];
+        components[Kind::PcieErrors as usize] = 0.55;
+        components[Kind::HbmEccTrend as usize] = 0.9;
+        components[Kind::NvlinkErrors as usize] = 0.3;
+        let mut a = Assessment {
+            ts_ms: 0,
+            gpu: "GPU-a".into(),
+            topo: Topology::default(),
+            risk: 0.9,
+            state: HealthState::Failing,
+            kind: Kind::HbmEccTrend,
+            components,
+            anomaly_grade: 0.0,
+            eta_hours: None,
+            reasons: Vec::new(),
+            confirmed: 0,
+        };
+        let mut crossed = [0.0f32; KINDS];
+        crossed[Kind::PcieErrors as usize] = 0.55;
+        // A level reading at page level beside a test just past warning:
+        // the page is the reading's, and waits out `for`.
+        crossed[Kind::HbmEccTrend as usize] = 0.6;
+        a.confirm(&crossed);
+        assert!(a.is_confirmed(Kind::PcieErrors));
+        assert!(!a.is_confirmed(Kind::HbmEccTrend));
+        assert!(!a.is_confirmed(Kind::NvlinkErrors));
+        a.confirm(&[0.0; KINDS]);
+        assert_eq!(a.confirmed, 0);
     }
 }

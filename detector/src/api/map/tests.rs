@@ -37,6 +37,7 @@ fn assessment(
         anomaly_grade: 0.0,
         eta_hours: None,
         reasons: vec![],
+        confirmed: 0,
     }
 }
 
