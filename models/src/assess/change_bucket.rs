@@ -73,18 +73,16 @@ pub(super) fn close_bucket(
         } else {
             st.disp.max(1.0)
         };
-        let llr_of = |rho: f64| (st.sum * rho.ln() - (rho - 1.0) * expected) / dispersion;
-        let llrs = rhos.map(llr_of);
+        // The bucket's log-likelihood ratio of a rate `rho` times `mean`.
+        let llr_at = |rho: f64, mean: f64| (st.sum * rho.ln() - (rho - 1.0) * mean) / dispersion;
+        let llrs = rhos.map(|rho| llr_at(rho, expected));
         // The steep test against the baseline's upper bound (see
         // `ChangeConfig::steep_margin_sd`; the counts it was learned from
         // include its SKU's prior).
         let counts = (own_a + sku_rate * prior_h).max(1e-9);
         let z = cfg.steep_margin_sd;
         let upper = (counts + z * counts.sqrt() + z) / counts;
-        let steep = {
-            let rho = cfg.steep_ratio;
-            (st.sum * rho.ln() - (rho - 1.0) * expected * upper) / dispersion
-        };
+        let steep = llr_at(cfg.steep_ratio, expected * upper);
         let d = cfg.decay(st.hours, st.s > quarter);
         if st.s <= quarter {
             st.nb = st.nb.saturating_add(1);
