@@ -121,7 +121,7 @@ struct Stat {
     #[serde(default)]
     expected: f64,
     /// Counters: the baseline's (counts, hours) as of the last two
-    /// snapshots, [`GUARD_MS`] apart, and when the newer was taken: the
+    /// snapshots, two hours apart ([`bucket::snapshot`]), and when the newer was taken: the
     /// test compares with the older, so the last 2–4 h (a precursor's
     /// first rise) are not yet part of what it calls usual.
     #[serde(default)]

@@ -7,9 +7,20 @@
 
 use super::*;
 
-/// How far apart the counters' baseline snapshots are (see
-/// `Stat::lagged`).
+/// How far apart a baseline's snapshots are (the counters' `Stat::lagged`,
+/// the temperature fit's moments): a test compares with the older, so
+/// the last 2–4 h are not yet part of what it calls usual.
 const GUARD_MS: i64 = 2 * 3_600_000;
+
+/// Takes a snapshot of `current` into `lagged` when the newer one is
+/// [`GUARD_MS`] old (`at_ms`: when it was taken); `lagged[0]` is the one
+/// to compare with.
+pub(super) fn snapshot<T: Copy>(lagged: &mut [T; 2], at_ms: &mut i64, now_ms: i64, current: T) {
+    if now_ms - *at_ms >= GUARD_MS {
+        *lagged = [lagged[1], current];
+        *at_ms = now_ms;
+    }
+}
 
 /// Expected counts a dispersion estimate is worth before the GPU's own
 /// buckets move it from 1 (Poisson).
@@ -51,10 +62,12 @@ pub(super) fn close_bucket(
         // The GPU's own rate, with its SKU's background worth 2 h (12 h
         // for a newcomer, whose first hours may hold a precursor).
         let prior_h = if st.newcomer { 12.0 } else { 2.0 };
-        if now_ms - st.lagged_at_ms >= GUARD_MS {
-            st.lagged = [st.lagged[1], (st.base_a, st.base_h)];
-            st.lagged_at_ms = now_ms;
-        }
+        snapshot(
+            &mut st.lagged,
+            &mut st.lagged_at_ms,
+            now_ms,
+            (st.base_a, st.base_h),
+        );
         let (own_a, own_h) = st.lagged[0];
         let lambda0 = (own_a + sku_rate * prior_h) / (own_h + prior_h);
         let rhos = cfg.rate_ratios;

@@ -33,7 +33,7 @@ use features::hash::fnv1a;
 use features::{Col, FeatureRow};
 use serde::{Deserialize, Serialize};
 
-use super::bucket::close_bucket;
+use super::bucket::{close_bucket, snapshot};
 use super::peers::HostGroups;
 use super::{BUCKET_MS, ChangeConfig, Signal, Stat};
 
@@ -44,8 +44,6 @@ const LEARN_OTHERS: usize = 3;
 /// weight, Σp, Σp², Σt, Σpt.
 type Moments = [f64; 5];
 
-/// How far apart the lagged snapshots are (as the counters').
-const GUARD_MS: i64 = 2 * 3_600_000;
 /// Buckets the predicting snapshot needs (four hours).
 const MIN_BUCKETS: f64 = 48.0;
 /// Ridge on the slope, in buckets at a spread of 100 W: an undetermined
@@ -69,8 +67,8 @@ pub(super) struct ThermalFit {
     /// The closed bucket waiting for its host's.
     pending: Option<Pending>,
     moments: Moments,
-    /// The moments as of the last two snapshots, [`GUARD_MS`] apart, and
-    /// when the newer was taken: the older one predicts.
+    /// The moments as of the last two snapshots, two hours apart, and
+    /// when the newer was taken: the older one predicts ([`snapshot`]).
     lagged: [Moments; 2],
     lagged_at_ms: i64,
     /// Per workload phase, the mean and hours of the feature stage's
@@ -146,10 +144,7 @@ pub(super) fn close(
     let mut this = None;
     if o[2] >= 1.0 {
         let (p, t) = (o[0] / o[2], o[1] / o[2]);
-        if now_ms - fit.lagged_at_ms >= GUARD_MS {
-            fit.lagged = [fit.lagged[1], fit.moments];
-            fit.lagged_at_ms = now_ms;
-        }
+        snapshot(&mut fit.lagged, &mut fit.lagged_at_ms, now_ms, fit.moments);
         let miss = key.zip(predict(&fit.lagged[0], p)).map(|(k, pred)| {
             air.push(k, st.bucket, t - pred);
             t - pred
