@@ -428,8 +428,6 @@ impl Shard {
         let eta = self
             .predict
             .assess(row, warm, &mut components, &mut reasons);
-        let mut a = assess::fuse(row, components, reasons, grade, eta);
-        a.confirm(&crossed);
-        a
+        assess::fuse(row, components, reasons, grade, eta, &crossed)
     }
 }

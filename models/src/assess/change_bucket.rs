@@ -69,7 +69,10 @@ pub(super) fn close_bucket(
             (st.base_a, st.base_h),
         );
         let (own_a, own_h) = st.lagged[0];
-        let lambda0 = (own_a + sku_rate * prior_h) / (own_h + prior_h);
+        // The counts the baseline was learned from, its SKU's prior among
+        // them (positive: `sku_rate` has a floor).
+        let counts = own_a + sku_rate * prior_h;
+        let lambda0 = counts / (own_h + prior_h);
         let rhos = cfg.rate_ratios;
         // Quasi-Poisson: counts that come in bursts (var/mean = D > 1)
         // carry 1/D of a Poisson count's evidence. D is the ratio of the
@@ -90,11 +93,9 @@ pub(super) fn close_bucket(
         let llr_at = |rho: f64, mean: f64| (st.sum * rho.ln() - (rho - 1.0) * mean) / dispersion;
         let llrs = rhos.map(|rho| llr_at(rho, expected));
         // The steep test against the baseline's upper bound (see
-        // `ChangeConfig::steep_margin_sd`; the counts it was learned from
-        // include its SKU's prior).
-        let counts = (own_a + sku_rate * prior_h).max(1e-9);
+        // `ChangeConfig::steep_margin_sd`).
         let z = cfg.steep_margin_sd;
-        let upper = (counts + z * counts.sqrt() + z) / counts;
+        let upper = (counts + z * counts.sqrt() + z) / counts.max(1e-9);
         let steep = llr_at(cfg.steep_ratio, expected * upper);
         let d = cfg.decay(st.hours, st.s > quarter);
         if st.s <= quarter {

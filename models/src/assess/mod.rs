@@ -188,13 +188,15 @@ impl Assessment {
 }
 
 /// Fuses component risks into an assessment. `reasons[k]` holds the
-/// evidence of component `k`.
+/// evidence of component `k`; `crossed`, per kind, the risk of the
+/// change tests past their warning threshold ([`Assessment::confirm`]).
 pub fn fuse(
     row: &FeatureRow,
     components: [f32; KINDS],
     mut reasons: Vec<(Kind, Evidence)>,
     grade: f32,
     eta_hours: Option<f64>,
+    crossed: &[f32; KINDS],
 ) -> Assessment {
     let (best, risk) =
         components.iter().enumerate().fold(
@@ -217,7 +219,7 @@ pub fn fuse(
         kb.total_cmp(&ka)
     });
     let risk = f64::from(risk);
-    Assessment {
+    let mut a = Assessment {
         ts_ms: row.ts_ms,
         gpu: row.gpu.clone(),
         topo: row.topo.clone(),
@@ -233,7 +235,9 @@ pub fn fuse(
         },
         reasons: reasons.into_iter().map(|(_, e)| e).collect(),
         confirmed: 0,
-    }
+    };
+    a.confirm(crossed);
+    a
 }
 
 #[cfg(test)]
