@@ -277,3 +277,54 @@ fn a_straggler_starting_in_the_warm_up_is_timed_from_its_end() {
     let s = score(&t, &[a]);
     assert_eq!(s.failures[0].detect_after_min, Some(6.0));
 }
+
+#[test]
+fn a_straggler_is_timed_without_the_time_its_job_was_paused() {
+    let on = T0 + 5 * HOUR_MS;
+    let xid = |ts: i64, job: &str, restart: i64| SimEvent {
+        ts_ms: ts,
+        kind: SimEventKind::AppXid {
+            job: Arc::from(job),
+            xid: 13,
+            restart_ms: restart,
+        },
+    };
+    let checkpoint = |ts: i64, end: i64| SimEvent {
+        ts_ms: ts,
+        kind: SimEventKind::Checkpoint {
+            job: Arc::from("j1"),
+            end_ms: end,
+        },
+    };
+    let mut t = truth(
+        vec![gpu_label(
+            FailureKind::Straggler,
+            "g1",
+            on,
+            None,
+            Some(on + 3 * HOUR_MS),
+        )],
+        vec![
+            // Its job (on h1): down 13 min from 30 s in, a checkpoint dip
+            // overlapping the restart's end, and a pause after the alert.
+            xid(on + MIN_MS / 2, "j1", on + 13 * MIN_MS + MIN_MS / 2),
+            checkpoint(on + 13 * MIN_MS, on + 15 * MIN_MS),
+            xid(on + 40 * MIN_MS, "j1", on + 50 * MIN_MS),
+            // Another job's restart on another host does not count.
+            xid(on + 2 * MIN_MS, "j2", on + 20 * MIN_MS),
+        ],
+    );
+    t.job_hosts
+        .insert("j1".into(), vec!["h0".into(), "h1".into()]);
+    t.job_hosts.insert("j2".into(), vec!["h2".into()]);
+    let a = alert(
+        on + 21 * MIN_MS,
+        Severity::Warning,
+        "straggler",
+        Scope::Gpu,
+        &[("gpu", "g1")],
+    );
+    let s = score(&t, &[a]);
+    // 21 min of wall time, 14.5 of them paused (13 down, 1.5 more dip).
+    assert_eq!(s.failures[0].detect_after_min, Some(6.5));
+}
