@@ -38,6 +38,42 @@ fn a_gpu_that_joins_a_warm_fleet_is_held_to_its_skus_median_from_the_start() {
 }
 
 #[test]
+fn a_precursor_under_way_when_history_begins_is_held_to_its_skus_upper_decile() {
+    // Forty healthy GPUs whose rates span 100× (0.05–5 errors/h), and one
+    // already at 60/h from the first sample (a precursor under way when
+    // forewarn started). Its own warm-up alone would learn 60/h as usual
+    // and never flag it; held to its SKU's upper decile while it warms up,
+    // it is flagged within hours, and the healthy GPUs at the top of the
+    // spread are not.
+    let mut gpus: Vec<(String, f64)> = (0..40)
+        .map(|k| (format!("GPU-{k}"), 0.05 * 100f64.powf(f64::from(k) / 39.0)))
+        .collect();
+    gpus.push(("GPU-bad".into(), 60.0));
+    let mut d = ChangeDetector::new(ChangeConfig::default());
+    let mut rng = SimRng::seed_from_u64(11);
+    let (mut bad_at, mut healthy) = (None, Vec::new());
+    for i in 0..(12 * 120) {
+        let h = i as f64 / 120.0;
+        for (g, rate) in &gpus {
+            let mut r = row(i * STEP_MS, poisson(&mut rng, rate / 120.0), 0.0);
+            r.gpu = g.as_str().into();
+            let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
+            d.assess(&r, true, &mut c, &mut reasons);
+            if c[Kind::HbmEccTrend as usize] >= 0.6 {
+                if g == "GPU-bad" {
+                    bad_at.get_or_insert(h);
+                } else if !healthy.contains(g) {
+                    healthy.push(g.clone());
+                }
+            }
+        }
+    }
+    let at = bad_at.expect("the GPU degrading from the start is flagged");
+    assert!(at < 6.0, "flagged at {at:.2} h");
+    assert!(healthy.is_empty(), "healthy GPUs warned: {healthy:?}");
+}
+
+#[test]
 fn a_newcomer_is_flagged_no_later_than_its_incumbent_twin() {
     // Twenty incumbents at 1 error/h for 6 h; then GPU-0 and a newcomer
     // both start the same growing precursor (doubling every 1.5 h). The
