@@ -49,6 +49,28 @@ fn gpu_label(
     }
 }
 
+/// GPU g1 straggling for 3 h from `on`.
+fn straggler_label(on: i64) -> FailureLabel {
+    gpu_label(
+        FailureKind::Straggler,
+        "g1",
+        on,
+        None,
+        Some(on + 3 * HOUR_MS),
+    )
+}
+
+/// A `straggler` warning on GPU g1 at `ts`.
+fn straggler_on_g1(ts: i64) -> AlertEvent {
+    alert(
+        ts,
+        Severity::Warning,
+        "straggler",
+        Scope::Gpu,
+        &[("gpu", "g1")],
+    )
+}
+
 fn truth(labels: Vec<FailureLabel>, events: Vec<SimEvent>) -> Truth {
     Truth {
         start_ms: T0,
@@ -173,24 +195,9 @@ fn host_and_rack_alerts_cover_their_members_and_incidents_count_pages() {
 #[test]
 fn stragglers_are_timed_and_precision_counts_straggler_alerts() {
     let on = T0 + 5 * HOUR_MS;
-    let t = truth(
-        vec![gpu_label(
-            FailureKind::Straggler,
-            "g1",
-            on,
-            None,
-            Some(on + 3 * HOUR_MS),
-        )],
-        Vec::new(),
-    );
+    let t = truth(vec![straggler_label(on)], Vec::new());
     let ev = vec![
-        alert(
-            on + 12 * MIN_MS,
-            Severity::Warning,
-            "straggler",
-            Scope::Gpu,
-            &[("gpu", "g1")],
-        ),
+        straggler_on_g1(on + 12 * MIN_MS),
         alert(
             on,
             Severity::Warning,
@@ -257,23 +264,8 @@ fn unmatched_alerts_are_put_down_to_benign_events() {
 #[test]
 fn a_straggler_starting_in_the_warm_up_is_timed_from_its_end() {
     let on = T0 + 20 * MIN_MS;
-    let t = truth(
-        vec![gpu_label(
-            FailureKind::Straggler,
-            "g1",
-            on,
-            None,
-            Some(on + 3 * HOUR_MS),
-        )],
-        Vec::new(),
-    );
-    let a = alert(
-        T0 + HOUR_MS + 6 * MIN_MS,
-        Severity::Warning,
-        "straggler",
-        Scope::Gpu,
-        &[("gpu", "g1")],
-    );
+    let t = truth(vec![straggler_label(on)], Vec::new());
+    let a = straggler_on_g1(T0 + HOUR_MS + 6 * MIN_MS);
     let s = score(&t, &[a]);
     assert_eq!(s.failures[0].detect_after_min, Some(6.0));
 }
@@ -297,13 +289,7 @@ fn a_straggler_is_timed_without_the_time_its_job_was_paused() {
         },
     };
     let mut t = truth(
-        vec![gpu_label(
-            FailureKind::Straggler,
-            "g1",
-            on,
-            None,
-            Some(on + 3 * HOUR_MS),
-        )],
+        vec![straggler_label(on)],
         vec![
             // Its job (on h1): down 13 min from 30 s in, a checkpoint dip
             // overlapping the restart's end, and a pause after the alert.
@@ -317,13 +303,7 @@ fn a_straggler_is_timed_without_the_time_its_job_was_paused() {
     t.job_hosts
         .insert("j1".into(), vec!["h0".into(), "h1".into()]);
     t.job_hosts.insert("j2".into(), vec!["h2".into()]);
-    let a = alert(
-        on + 21 * MIN_MS,
-        Severity::Warning,
-        "straggler",
-        Scope::Gpu,
-        &[("gpu", "g1")],
-    );
+    let a = straggler_on_g1(on + 21 * MIN_MS);
     let s = score(&t, &[a]);
     // 21 min of wall time, 14.5 of them paused (13 down, 1.5 more dip).
     assert_eq!(s.failures[0].detect_after_min, Some(6.5));
