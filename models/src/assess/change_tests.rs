@@ -222,6 +222,24 @@ fn a_slow_ramp_and_a_step_both_gain_from_the_pair_of_tests() {
 }
 
 #[test]
+fn heating_in_bursts_warns_through_the_spread() {
+    // From hour 20, +5 °C for ten minutes of every hour (a cooling path
+    // that fails now and then): the mean moves by 0.8 °C, the spread far
+    // more. The shift test alone climbs in each burst and drains between
+    // them.
+    let burst = |h: f64| {
+        if h >= 20.0 && (h * 6.0) as i64 % 6 == 0 {
+            5.0
+        } else {
+            0.0
+        }
+    };
+    let (_, thermal, _) = run(40.0, 13, |_| 0.5, burst);
+    let at = thermal.expect("bursts of heat are flagged");
+    assert!(at > 20.0 && at < 26.0, "warned at {at} h");
+}
+
+#[test]
 fn a_step_in_temperature_warns_and_a_hot_spell_does_not() {
     // +3 °C at the same load from hour 20 (a cooling path degrading).
     let (_, thermal, _) = run(30.0, 11, |_| 0.5, |h| if h >= 20.0 { 3.0 } else { 0.0 });
