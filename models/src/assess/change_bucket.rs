@@ -59,6 +59,11 @@ pub(super) fn warms_up_against_sku(cfg: &ChangeConfig, sig: Signal, st: &Stat) -
     !st.newcomer && matches!(sig, Signal::Ecc | Signal::Pcie) && st.base_h < sig.warm_up_h(cfg)
 }
 
+/// One step of a CUSUM floored at 0: `llr`, at most `clip`, added to `p`.
+fn cusum(p: &mut f64, llr: f64, clip: f64) {
+    *p = (*p + llr.min(clip)).max(0.0);
+}
+
 /// Closes a bucket: the test's step, then the baselines.
 pub(super) fn close_bucket(
     cfg: &ChangeConfig,
@@ -104,7 +109,7 @@ pub(super) fn close_bucket(
             (counts, counts / (own_h + prior_h))
         };
         let median = sku.map_or(sig.prior_rate_h(), |k| k.median);
-        let (mut counts, lambda0) = baseline(median, if st.newcomer { 12.0 } else { 2.0 });
+        let (own_counts, lambda0) = baseline(median, if st.newcomer { 12.0 } else { 2.0 });
         let rhos = cfg.rate_ratios;
         // Quasi-Poisson: counts that come in bursts (var/mean = D > 1)
         // carry 1/D of a Poisson count's evidence. D is the ratio of the
@@ -116,18 +121,18 @@ pub(super) fn close_bucket(
         // 160, and the first errors of a precursor would have taught D ≈ 6
         // and hidden the precursor behind it).
         let expected = (lambda0 * st.hours).max(1e-9);
-        let mut judged = expected;
-        let dispersion = if let (true, Some(k)) = (early, sku) {
+        // What the bucket is judged against: counts, expected count and
+        // dispersion.
+        let (counts, judged, dispersion) = match sku {
             // In its warm-up the GPU is judged against its SKU's upper
             // decile (worth 12 h) and usual dispersion; it learns its own
             // baseline and dispersion as before.
-            let (c, l) = baseline(k.upper, 12.0);
-            (counts, judged) = (c, (l * st.hours).max(1e-9));
-            k.dispersion
-        } else if st.newcomer && own_h < NEWCOMER_TRUST_H {
-            1.0
-        } else {
-            st.disp.max(1.0)
+            Some(k) if early => {
+                let (c, l) = baseline(k.upper, 12.0);
+                (c, (l * st.hours).max(1e-9), k.dispersion)
+            }
+            _ if st.newcomer && own_h < NEWCOMER_TRUST_H => (own_counts, expected, 1.0),
+            _ => (own_counts, expected, st.disp.max(1.0)),
         };
         // The bucket's log-likelihood ratio of a rate `rho` times `mean`.
         let llr_at = |rho: f64, mean: f64| (st.sum * rho.ln() - (rho - 1.0) * mean) / dispersion;
@@ -164,9 +169,9 @@ pub(super) fn close_bucket(
             // floored at 0; the statistic is the largest less ln 3 (three
             // tests at once, each at a third of the false-alarm rate).
             for (p, l) in st.pair.iter_mut().zip(llrs) {
-                *p = (*p + l.min(cfg.clip)).max(0.0);
+                cusum(p, l, cfg.clip);
             }
-            st.steep = (st.steep + steep.min(cfg.clip)).max(0.0);
+            cusum(&mut st.steep, steep, cfg.clip);
         }
         let best = (st.pair[0].max(st.pair[1]).max(st.steep) - 3f64.ln()).max(0.0);
         best - st.s
@@ -230,8 +235,8 @@ pub(super) fn close_bucket(
             let k = SPREAD_RATIO;
             let spread = (-(k.ln()) + (1.0 - 1.0 / (k * k)) * up * up / 2.0) * discount;
             if st.base_h >= sig.warm_up_h(cfg) {
-                st.pair[0] = (st.pair[0] + shift.min(cfg.clip)).max(0.0);
-                st.pair[1] = (st.pair[1] + spread.min(cfg.clip)).max(0.0);
+                cusum(&mut st.pair[0], shift, cfg.clip);
+                cusum(&mut st.pair[1], spread, cfg.clip);
             } else {
                 st.pair = [0.0; 2];
             }
