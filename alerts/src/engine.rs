@@ -306,8 +306,15 @@ impl AlertEngine {
                 self.apply(&id, step, now_ms, &mut out);
             }
             self.settle_wider(clearing, now_ms, &mut out);
+            // Only what is still forgettable: settling a wider alert above
+            // may have raised one of these again (forgetting it then lost a
+            // firing rack alert, which the next member fired a second time).
             for (kind, level, value) in forget {
-                if let Some(t) = self.kinds.get_mut(&kind) {
+                if let Some(t) = self.kinds.get_mut(&kind)
+                    && t.states[level]
+                        .get(&value)
+                        .is_some_and(|st| st.forgettable(&t.rule, now_ms))
+                {
                     t.states[level].remove(&value);
                 }
             }
