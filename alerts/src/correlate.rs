@@ -9,9 +9,11 @@
 //! 2. From the widest level down (fleet, cluster, rack, host): if a firing
 //!    alert of the same kind already covers it at that level, it is held
 //!    back, unless it starts firing more than two hours after that alert
-//!    did (news, not more of that incident: it surfaces); if that level's group qualifies (`min_count` bad direct children
-//!    and `min_fraction` of the known children), one wider-scope alert is
-//!    raised listing the members and the member is held back.
+//!    did (news, not more of that incident: it surfaces); if that level's
+//!    group qualifies (`min_count` bad direct children, `min_fraction` of
+//!    the known children and `min_alerts` member alerts under them), one
+//!    wider-scope alert is raised listing the members and the member is
+//!    held back.
 //! 3. A silence or an inhibition rule mutes it for now.
 //!
 //! Held or muted alerts stay in `suppressed` and are re-examined on every
@@ -86,7 +88,9 @@ impl AlertEngine {
         let (Some(cfg), Some(t)) = (self.cfg.levels[level], self.kinds.get(kind)) else {
             return false;
         };
-        let active = t.groups[level].get(g).map_or(0, |m| m.len());
+        let group = t.groups[level].get(g);
+        let active = group.map_or(0, |m| m.len());
+        let alerts: u64 = group.map_or(0, |m| m.values().map(|n| u64::from(*n)).sum());
         let known = self
             .topology
             .children(Scope::ALL[level], g)
@@ -94,6 +98,7 @@ impl AlertEngine {
             .max(1);
         active as u64 >= u64::from(cfg.min_count)
             && active as f64 / known as f64 >= cfg.min_fraction
+            && alerts >= u64::from(cfg.min_alerts)
     }
 
     fn attribute_job(&mut self, id: &AlertId) {

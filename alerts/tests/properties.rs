@@ -61,11 +61,12 @@ fn run_case(
     hold_steps: i64,
     silences: &[(usize, i64, i64)],
     host_min: u32,
+    wide_alerts: u32,
 ) -> Result<Vec<AlertEvent>, String> {
     let cfg = format!(
         "[lifecycle.default]\nfor = \"{}s\"\nresolve_after = \"{}s\"\nflap_window = \"10m\"\nflap_resolve_after = \"5m\"\n\
-         [correlation.host]\nmin_count = {}\nmin_fraction = 0.5\n[correlation.rack]\nmin_count = 2\nmin_fraction = 0.5\n\
-         [correlation.cluster]\nmin_count = 2\nmin_fraction = 1.0\n{}",
+         [correlation.host]\nmin_count = {}\nmin_fraction = 0.5\n[correlation.rack]\nmin_count = 2\nmin_fraction = 0.5\nmin_alerts = {wide_alerts}\n\
+         [correlation.cluster]\nmin_count = 2\nmin_fraction = 1.0\nmin_alerts = {wide_alerts}\n{}",
         for_steps * 30,
         hold_steps * 30,
         host_min,
@@ -167,8 +168,9 @@ proptest! {
         hold_steps in 0i64..3,
         silences in proptest::collection::vec((0usize..2, 0i64..50, 1i64..20), 0..3),
         host_min in 2u32..5,
+        wide_alerts in 1u32..6,
     ) {
-        if let Err(broken) = run_case(&walk, for_steps, hold_steps, &silences, host_min) {
+        if let Err(broken) = run_case(&walk, for_steps, hold_steps, &silences, host_min, wide_alerts) {
             prop_assert!(false, "{}", broken);
         }
     }
@@ -206,7 +208,7 @@ fn a_rack_alert_fires_once_until_it_resolves() {
     .iter()
     .map(|row| row.bytes().map(|b| b - b'0').collect())
     .collect();
-    if let Err(broken) = run_case(&walk, 1, 0, &[(1, 39, 1)], 2) {
+    if let Err(broken) = run_case(&walk, 1, 0, &[(1, 39, 1)], 2, 1) {
         panic!("{broken}");
     }
 }
