@@ -129,11 +129,31 @@ impl Truth {
     }
 }
 
+/// Whether alert `a` is about label `l`'s GPU (or incident). A wider alert
+/// raised by correlation names its members (`member` reasons: the GPUs of
+/// a host alert, the hosts of a rack alert, the racks of a cluster alert):
+/// it covers a GPU's failure only when it names that GPU, its host or its
+/// rack — a rack alert over two other hosts says nothing about this GPU.
 fn covers(a: &AlertEvent, l: &FailureLabel) -> bool {
     let get = |k: &str| a.labels.get(k).map(String::as_str);
     if l.kind.is_incident() {
         return get("rack") == Some(&*l.rack);
     }
+    let mut members = a.reasons.iter().filter(|r| r.signal == "member").peekable();
+    if a.scope != Scope::Gpu && members.peek().is_some() {
+        let child = match a.scope {
+            Scope::Host => l.gpu.as_deref().map(|g| format!("gpu {g}:")),
+            Scope::Rack => l.host.as_deref().map(|h| format!("host {h}:")),
+            _ => Some(format!("rack {}:", l.rack)),
+        };
+        let Some(child) = child else { return false };
+        return members.any(|r| r.detail.starts_with(&child)) && covers_by_labels(a, l);
+    }
+    covers_by_labels(a, l)
+}
+
+fn covers_by_labels(a: &AlertEvent, l: &FailureLabel) -> bool {
+    let get = |k: &str| a.labels.get(k).map(String::as_str);
     match a.scope {
         Scope::Gpu => get("gpu").is_some() && get("gpu") == l.gpu.as_deref(),
         Scope::Host => get("host").is_some() && get("host") == l.host.as_deref(),

@@ -193,6 +193,54 @@ fn host_and_rack_alerts_cover_their_members_and_incidents_count_pages() {
 }
 
 #[test]
+fn a_wider_alert_covers_a_failing_gpu_only_when_it_names_it_or_its_host() {
+    // A rack alert over hosts h2 and h3 says nothing of g1 on h1: it is a
+    // false warning and g1 is missed; one that names h1 covers it, and so
+    // does a host alert that names g1 (not one over g7 and g8).
+    let fail = T0 + 20 * HOUR_MS;
+    let t = truth(
+        vec![gpu_label(
+            FailureKind::HbmEcc,
+            "g1",
+            fail - 10 * HOUR_MS,
+            Some(fail),
+            None,
+        )],
+        Vec::new(),
+    );
+    let wider = |scope: Scope, labels: &[(&str, &str)], members: &[&str]| {
+        let mut a = alert(
+            fail - 5 * HOUR_MS,
+            Severity::Warning,
+            "thermal_degradation",
+            scope,
+            labels,
+        );
+        a.reasons = members
+            .iter()
+            .map(|m| alerts::Reason {
+                signal: "member".into(),
+                detail: format!("{m}: 1 thermal_degradation alert(s)"),
+            })
+            .collect();
+        a
+    };
+    let rack = [("rack", "r1"), ("cluster", "c1")];
+    let host = [("host", "h1"), ("rack", "r1"), ("cluster", "c1")];
+    for (a, covered) in [
+        (wider(Scope::Rack, &rack, &["host h2", "host h3"]), false),
+        (wider(Scope::Rack, &rack, &["host h1", "host h3"]), true),
+        (wider(Scope::Host, &host, &["gpu g7", "gpu g8"]), false),
+        (wider(Scope::Host, &host, &["gpu g1", "gpu g8"]), true),
+        (wider(Scope::Rack, &rack, &[]), true),
+    ] {
+        let s = score(&t, std::slice::from_ref(&a));
+        assert_eq!(s.failures[0].detected, covered, "{:?}", a.reasons);
+        assert_eq!(s.false_warnings, u32::from(!covered), "{:?}", a.reasons);
+    }
+}
+
+#[test]
 fn stragglers_are_timed_and_precision_counts_straggler_alerts() {
     let on = T0 + 5 * HOUR_MS;
     let t = truth(vec![straggler_label(on)], Vec::new());
