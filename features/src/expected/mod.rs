@@ -91,6 +91,13 @@ impl Expected {
     }
 }
 
+/// Largest variance of a temperature model's prediction (its residual
+/// variance times [`Rls::leverage`]), °C²: beyond it the inputs lie where
+/// the model has not learnt (a SKU's first host to go idle in a shard read
+/// 6 °C expected at 34 °C, a +28 °C residual, the minute before its model
+/// had seen that air), and the residual is missing rather than made up.
+const MAX_PRED_VAR_C2: f64 = 4.0;
+
 fn f(x: f32) -> f64 {
     f64::from(x)
 }
@@ -103,8 +110,10 @@ fn step(
     y: f32,
     learn: bool,
     cfg: &FeatureConfig,
+    max_pred_var: f64,
 ) -> (f32, f32) {
-    let ready = model.ready(cfg.rls_warmup);
+    let ready = model.ready(cfg.rls_warmup)
+        && model.resid_var.max(0.25) * model.leverage(x) <= max_pred_var;
     let pred = model.predict(x);
     if learn && y.is_finite() {
         model.update(x, f(y), cfg.rls_lambda, cfg.rls_warmup);
@@ -158,10 +167,11 @@ impl ModelBank {
         };
         let thermal = [1.0, f(inp.power_ewma_w) / 100.0, proxy / 10.0, 0.0];
         let load = [1.0, f(inp.util) / 100.0, 0.0, 0.0];
-        let (temp_expected, temp_resid) = step(&mut m.temp, &thermal, inp.gpu_temp, learn, cfg);
-        let (_, mem_temp_resid) = step(&mut m.mem_temp, &thermal, inp.memory_temp, learn, cfg);
-        let (_, clock_resid) = step(&mut m.clock, &load, inp.sm_clock, learn, cfg);
-        let (_, power_resid) = step(&mut m.power, &load, inp.power_w, learn, cfg);
+        let c2 = MAX_PRED_VAR_C2;
+        let (temp_expected, temp_resid) = step(&mut m.temp, &thermal, inp.gpu_temp, learn, cfg, c2);
+        let (_, mem_temp_resid) = step(&mut m.mem_temp, &thermal, inp.memory_temp, learn, cfg, c2);
+        let (_, clock_resid) = step(&mut m.clock, &load, inp.sm_clock, learn, cfg, f64::INFINITY);
+        let (_, power_resid) = step(&mut m.power, &load, inp.power_w, learn, cfg, f64::INFINITY);
         Expected {
             temp_expected,
             temp_resid,
@@ -189,24 +199,26 @@ mod tests {
         let sku = bank.resolve(&Some("H100".into()));
         for i in 0..400 {
             let wobble = (i % 7) as f32;
+            // The air varies on its own (not with this GPU's power).
+            let air = (i % 5) as f32 / 4.0;
             let idle = ExpectedInputs {
-                gpu_temp: 32.0 + 0.02 * wobble * 10.0,
+                gpu_temp: 32.0 + 0.02 * wobble * 10.0 + air,
                 memory_temp: 35.0,
                 power_w: 70.0 + wobble,
                 power_ewma_w: 70.0 + wobble,
                 util: 0.0,
                 sm_clock: 345.0,
-                inlet_proxy: 31.0 + 0.1 * wobble,
+                inlet_proxy: 31.0 + air,
             };
             bank.evaluate(sku, Phase::Idle, &idle, true, &cfg);
             let busy = ExpectedInputs {
-                gpu_temp: 70.0 + 0.05 * wobble * 10.0,
+                gpu_temp: 70.0 + 0.05 * wobble * 10.0 + 4.0 * air,
                 power_w: 650.0 + 10.0 * wobble,
                 power_ewma_w: 650.0 + 10.0 * wobble,
                 util: 95.0 + wobble / 2.0,
                 sm_clock: 1980.0,
                 memory_temp: 75.0,
-                inlet_proxy: 68.0 + wobble,
+                inlet_proxy: 68.0 + 4.0 * air,
             };
             bank.evaluate(sku, Phase::Training, &busy, true, &cfg);
         }
@@ -231,5 +243,32 @@ mod tests {
         };
         let idle = bank.evaluate(sku, Phase::Idle, &idle_hot, false, &cfg);
         assert!(idle.temp_resid > 30.0, "{idle:?}");
+    }
+
+    /// A model that has only seen one air (the first host of its SKU to go
+    /// idle in a shard) cannot say what another air gives: no residual,
+    /// where it had made up a +28 °C one; the air it knows still predicts.
+    #[test]
+    fn air_the_model_never_saw_vary_gives_no_residual() {
+        let cfg = FeatureConfig::default();
+        let mut bank = ModelBank::default();
+        let sku = bank.resolve(&Some("H100".into()));
+        let at = |power: f32, air: f32| ExpectedInputs {
+            gpu_temp: 0.9 * air + 0.02 * power + 3.0,
+            memory_temp: 35.0,
+            power_w: power,
+            power_ewma_w: power,
+            util: 0.0,
+            sm_clock: 345.0,
+            inlet_proxy: air,
+        };
+        for i in 0..200 {
+            let power = 70.0 + (i % 7) as f32;
+            bank.evaluate(sku, Phase::Idle, &at(power, 31.0), true, &cfg);
+        }
+        let known = bank.evaluate(sku, Phase::Idle, &at(73.0, 31.0), false, &cfg);
+        assert!(known.temp_resid.abs() < 0.5, "{known:?}");
+        let other = bank.evaluate(sku, Phase::Idle, &at(73.0, 37.0), false, &cfg);
+        assert!(other.temp_resid.is_nan(), "{other:?}");
     }
 }

@@ -125,6 +125,21 @@ impl Rls {
     }
 
     /// Enough updates to trust the prediction.
+    /// `x'Px`: the prediction's variance at `x` in units of the residual
+    /// variance (near `dim / samples` inside the data the model learnt
+    /// from, large where it extrapolates along a direction it never saw
+    /// vary).
+    pub fn leverage(&self, x: &[f64; MAX_DIM]) -> f64 {
+        let d = usize::from(self.dim);
+        let mut h = 0.0;
+        for i in 0..d {
+            for j in 0..d {
+                h += x[i] * self.p[i * d + j] * x[j];
+            }
+        }
+        h
+    }
+
     #[inline]
     pub fn ready(&self, warmup: u32) -> bool {
         self.n >= warmup
@@ -161,6 +176,22 @@ mod tests {
             let nd = ArrayView1::from(&r.w[..3]).dot(&ArrayView1::from(&x[..3]));
             assert_eq!(r.predict(&x).to_bits(), nd.to_bits());
         }
+    }
+
+    /// Inside the inputs it learnt from the leverage is small; along a
+    /// direction that never varied (here the third input, always 3.1) it is
+    /// large, so a prediction there is refused.
+    #[test]
+    fn leverage_is_small_inside_the_data_and_large_where_it_extrapolates() {
+        let mut r = Rls::new(3);
+        for i in 0..400 {
+            let u = f64::from(i % 10) / 10.0;
+            r.update(&[1.0, u, 3.1, 0.0], 30.0 + 40.0 * u, 0.9995, 50);
+        }
+        let inside = r.leverage(&[1.0, 0.55, 3.1, 0.0]);
+        let beyond = r.leverage(&[1.0, 0.55, 3.7, 0.0]);
+        assert!(inside < 0.05, "{inside}");
+        assert!(beyond > 1.0, "{beyond}");
     }
 
     #[test]
