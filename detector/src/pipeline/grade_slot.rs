@@ -41,6 +41,7 @@ impl From<GradeSlotRepr> for GradeSlot {
                     grade,
                     why,
                     explained: false,
+                    repeat: false,
                 },
             },
         }

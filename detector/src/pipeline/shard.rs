@@ -418,8 +418,9 @@ impl Shard {
         }
         let grade = slot.read.grade;
         // A clock dip the GPU explains itself (power cap, thermal
-        // slowdown) keeps its grade but raises no anomaly alert.
-        if grade > 0.0 && !slot.read.explained {
+        // slowdown), or a repeat of an anomaly it already raised, keeps
+        // its grade but raises no anomaly alert.
+        if grade > 0.0 && !slot.read.explained && !slot.read.repeat {
             components[Kind::Anomaly as usize] = grade * 0.6;
             if let Some(w) = slot.read.why.clone() {
                 reasons.push((Kind::Anomaly, w));

@@ -18,6 +18,7 @@ use features::{Col, FeatureRow, GpuId};
 use serde::{Deserialize, Serialize};
 
 use super::Evidence;
+use super::anomaly_repeat::Repeats;
 
 /// The forest's input columns, in order.
 pub const COLUMNS: [Col; 8] = [
@@ -41,6 +42,10 @@ pub struct AnomalyRead {
     /// The GPU reports why it runs slow ([`explained_by_clock_event`]):
     /// the grade stays (exports, the failure model) but raises no alert.
     pub explained: bool,
+    /// The event repeats one this GPU already raised
+    /// ([`super::anomaly_repeat`]): the grade stays, no new alert.
+    #[serde(default)]
+    pub repeat: bool,
 }
 
 /// Whether a row's anomaly, driven most by `col` in `dir`, is one the
@@ -82,6 +87,9 @@ pub struct AnomalyModel {
     seen: u64,
     /// GPUs with an open anomaly event (closed ones are dropped).
     episodes: HashMap<GpuId, Episode>,
+    /// Each GPU's last anomaly event, for repeats.
+    #[serde(default)]
+    repeats: Repeats,
 }
 
 /// A checkpointed model as decoded. Checkpoints written before the
@@ -93,6 +101,8 @@ struct AnomalyRepr {
     seen: u64,
     #[serde(default)]
     episodes: HashMap<GpuId, Episode>,
+    #[serde(default)]
+    repeats: Repeats,
 }
 
 impl TryFrom<AnomalyRepr> for AnomalyModel {
@@ -106,6 +116,7 @@ impl TryFrom<AnomalyRepr> for AnomalyModel {
             model: ThresholdedForest::try_from(r.model)?,
             seen: r.seen,
             episodes: r.episodes,
+            repeats: r.repeats,
         })
     }
 }
@@ -143,12 +154,14 @@ impl AnomalyModel {
             model: ThresholdedForest::new(forest, grader_config())?,
             seen: 0,
             episodes: HashMap::new(),
+            repeats: Repeats::default(),
         })
     }
 
     /// Forgets `gpu`'s open event (eviction).
     pub fn forget(&mut self, gpu: &str) {
         self.episodes.remove(gpu);
+        self.repeats.forget(gpu);
     }
 
     fn input(row: &FeatureRow) -> [f64; COLUMNS.len()] {
@@ -187,6 +200,7 @@ impl AnomalyModel {
             self.episodes.remove(&row.gpu);
         }
         if !verdict.in_event {
+            self.repeats.observe(&row.gpu, row.ts_ms, None);
             return Ok(AnomalyRead::default());
         }
         let top = verdict.explanation().map(|e| {
@@ -195,6 +209,10 @@ impl AnomalyModel {
                 e,
             )
         });
+        let driver = top
+            .as_ref()
+            .map(|(_, e)| (e.metric, e.direction == Direction::High, verdict.score));
+        let repeat = self.repeats.observe(&row.gpu, row.ts_ms, driver);
         let explained = top
             .as_ref()
             .is_some_and(|(col, e)| explained_by_clock_event(row, *col, e.direction));
@@ -212,11 +230,12 @@ impl AnomalyModel {
             grade: verdict.event_grade as f32,
             why,
             explained,
+            repeat,
         })
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.model.heap_bytes() + self.episodes.len() * 64
+        self.model.heap_bytes() + (self.episodes.len() + self.repeats.len()) * 64
     }
 }
 

@@ -22,6 +22,7 @@
 //! from the risk, and reasons are ranked by their component's risk.
 
 pub mod anomaly;
+pub mod anomaly_repeat;
 pub mod change;
 pub mod predict;
 pub mod rules;
