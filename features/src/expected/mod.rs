@@ -91,8 +91,8 @@ impl Expected {
     }
 }
 
-/// Largest variance of a temperature model's prediction (its residual
-/// variance times [`Rls::leverage`]), °C²: beyond it the inputs lie where
+/// Largest variance of a temperature model's prediction
+/// ([`Rls::prediction_var`]), °C²: beyond it the inputs lie where
 /// the model has not learnt (a SKU's first host to go idle in a shard read
 /// 6 °C expected at 34 °C, a +28 °C residual, the minute before its model
 /// had seen that air), and the residual is missing rather than made up.
@@ -110,10 +110,10 @@ fn step(
     y: f32,
     learn: bool,
     cfg: &FeatureConfig,
-    max_pred_var: f64,
+    max_pred_var: Option<f64>,
 ) -> (f32, f32) {
     let ready = model.ready(cfg.rls_warmup)
-        && model.resid_var.max(0.25) * model.leverage(x) <= max_pred_var;
+        && max_pred_var.is_none_or(|max| model.prediction_var(x) <= max);
     let pred = model.predict(x);
     if learn && y.is_finite() {
         model.update(x, f(y), cfg.rls_lambda, cfg.rls_warmup);
@@ -167,11 +167,11 @@ impl ModelBank {
         };
         let thermal = [1.0, f(inp.power_ewma_w) / 100.0, proxy / 10.0, 0.0];
         let load = [1.0, f(inp.util) / 100.0, 0.0, 0.0];
-        let c2 = MAX_PRED_VAR_C2;
+        let c2 = Some(MAX_PRED_VAR_C2);
         let (temp_expected, temp_resid) = step(&mut m.temp, &thermal, inp.gpu_temp, learn, cfg, c2);
         let (_, mem_temp_resid) = step(&mut m.mem_temp, &thermal, inp.memory_temp, learn, cfg, c2);
-        let (_, clock_resid) = step(&mut m.clock, &load, inp.sm_clock, learn, cfg, f64::INFINITY);
-        let (_, power_resid) = step(&mut m.power, &load, inp.power_w, learn, cfg, f64::INFINITY);
+        let (_, clock_resid) = step(&mut m.clock, &load, inp.sm_clock, learn, cfg, None);
+        let (_, power_resid) = step(&mut m.power, &load, inp.power_w, learn, cfg, None);
         Expected {
             temp_expected,
             temp_resid,

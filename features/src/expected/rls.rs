@@ -140,6 +140,12 @@ impl Rls {
         h
     }
 
+    /// The prediction's variance at `x`: the residual variance (at least
+    /// the floor the outlier gate uses) times [`Self::leverage`].
+    pub fn prediction_var(&self, x: &[f64; MAX_DIM]) -> f64 {
+        self.resid_var.max(VAR_FLOOR) * self.leverage(x)
+    }
+
     #[inline]
     pub fn ready(&self, warmup: u32) -> bool {
         self.n >= warmup
