@@ -12,8 +12,9 @@
 //! - **Own**: apply each record, deliver the resulting alert events to the
 //!   sink (the durable outbox) and publish them; checkpoint every
 //!   `checkpoint.interval` and commit the offset after it.
-//! - **Give up** (revoked, or stop): checkpoint, commit, release the claim,
-//!   so the next owner starts where this one stopped.
+//! - **Give up** (revoked, or stop): let the outbox settle (up to
+//!   [`SETTLE_WAIT`]), checkpoint, commit, release the claim, so the next
+//!   owner starts where this one stopped.
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -38,6 +39,9 @@ use crate::state::State;
 
 /// Longest a new owner waits for the previous one's claim to go.
 pub const CLAIM_WAIT: Duration = Duration::from_secs(5);
+
+/// Longest a stage being given up waits for its outbox to settle.
+const SETTLE_WAIT: Duration = Duration::from_secs(2);
 
 /// The stage's name in component health.
 pub const FLEET_STAGE: &str = "fleet_alert_stage";
@@ -83,10 +87,6 @@ struct Owned {
     /// A silence changed and its list is not published yet (held during
     /// the catch-up).
     silences_changed: bool,
-    /// Events delivered to the sink whose notifications some receiver has
-    /// not accepted yet (published as [`super::Record::Delivered`] once
-    /// the outbox is empty).
-    unsettled: Vec<(String, alerts::Status, i64)>,
 }
 
 struct Shared {
@@ -133,6 +133,13 @@ impl Shared {
         let Some(mut o) = owned.take() else {
             return;
         };
+        // What the outbox is sending now would go out again from the next
+        // owner (see `FleetStage::handed`): give it a moment to settle.
+        let until = Instant::now() + SETTLE_WAIT;
+        while !o.sink.settled() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self::settle(&self.cfg.publisher, &mut o);
         if let Err(e) = self.checkpoint(&mut o, consumer) {
             tracing::error!(
                 error = format!("{e:#}"),
@@ -263,10 +270,18 @@ impl Shared {
             last_checkpoint: Instant::now(),
             dirty: false,
             silences_changed: false,
-            unsettled: Vec::new(),
         };
         if o.next < end {
             o.fs.start_catch_up();
+        } else {
+            // Nothing after the checkpoint: what the predecessor handed to
+            // its outbox but no receiver confirmed goes out now.
+            let mut pending = o.fs.take_unconfirmed();
+            pending.sort_by_key(|e| e.ts);
+            let clock = o.fs.clock_ms();
+            for chunk in pending.chunk_by(|a, b| a.ts == b.ts) {
+                self.deliver_at(&mut o, chunk, chunk[0].ts.min(clock))?;
+            }
         }
         self.cfg
             .state
@@ -371,7 +386,7 @@ impl Shared {
         }
         o.sink.deliver(events, now)?;
         self.cfg.publisher.events(events);
-        o.unsettled.extend(events.iter().map(super::stage::key_of));
+        o.fs.handed(events);
         Self::settle(&self.cfg.publisher, o);
         Ok(())
     }
@@ -379,8 +394,8 @@ impl Shared {
     /// Publishes the keys of delivered events once the outbox holds
     /// nothing more.
     fn settle(publisher: &Publisher, o: &mut Owned) {
-        if !o.unsettled.is_empty() && o.sink.settled() {
-            publisher.delivered(std::mem::take(&mut o.unsettled));
+        if o.sink.settled() {
+            publisher.delivered(o.fs.confirmed());
         }
     }
 }

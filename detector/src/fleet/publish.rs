@@ -102,6 +102,8 @@ pub struct Publisher {
     /// The last round's (partitions, horizon): an empty round that
     /// changes neither is not sent.
     last: Mutex<(Vec<String>, Option<i64>)>,
+    /// Failed deliveries counted at the last [`Publisher::confirm`].
+    confirmed_failed: AtomicU64,
 }
 
 impl Publisher {
@@ -123,6 +125,7 @@ impl Publisher {
             instance: instance.to_owned(),
             delivery,
             last: Mutex::new((Vec::new(), None)),
+            confirmed_failed: AtomicU64::new(0),
         })
     }
 
@@ -225,6 +228,29 @@ impl Publisher {
     /// The stage owner's silences and active alerts.
     pub fn snapshot(&self, silences: Vec<WireSilence>, active: Vec<AlertEvent>) {
         self.send(&Record::Snapshot { silences, active });
+    }
+
+    /// Waits up to `timeout` until every record queued so far is on the
+    /// broker. An error when some did not get there, or some record sent
+    /// since the last call failed: a partition checkpoint taken now would
+    /// hold state whose assessments the fleet never got (a `gpu_lost` is
+    /// judged once), so the barrier leaves the partitions unwritten and
+    /// their offsets uncommitted.
+    pub fn confirm(&self, timeout: Duration) -> Result<(), FleetError> {
+        let flushed = self.producer.flush(timeout);
+        let failed = self.delivery.failed.load(Relaxed);
+        let before = self.confirmed_failed.swap(failed, Relaxed);
+        flushed?;
+        if failed != before {
+            return Err(FleetError::Topic {
+                topic: self.topic.clone(),
+                problem: format!(
+                    "{} record(s) not delivered since the last checkpoint",
+                    failed - before
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Waits for what is queued (clean stop).

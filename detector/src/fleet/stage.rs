@@ -17,7 +17,10 @@
 //!   events whose notifications its predecessor's receivers accepted
 //!   ([`super::Record::Delivered`]) are noted; at the end of the catch-up
 //!   every other held event goes out (at least once: one accepted just
-//!   before the predecessor died, unconfirmed, is sent again).
+//!   before the predecessor died, unconfirmed, is sent again). The
+//!   checkpoint carries the events its owner had handed to its outbox and
+//!   no receiver had confirmed: that outbox is on the dead owner's disk,
+//!   so they are held with the rest.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -50,6 +53,12 @@ pub struct FleetStage {
     active: BTreeMap<String, AlertEvent>,
     /// While catching up: events held back, and those already delivered.
     catch_up: Option<CatchUp>,
+    /// Events handed to the sink whose notifications some receiver has
+    /// not accepted yet. Checkpointed: they sit in this owner's outbox,
+    /// which a next owner on another machine does not have, so it delivers
+    /// them again unless the topic says they were
+    /// ([`super::Record::Delivered`]).
+    unconfirmed: Vec<AlertEvent>,
 }
 
 #[derive(Default)]
@@ -77,6 +86,9 @@ struct Snapshot {
     #[serde(default)]
     held_racks: Vec<RackReading>,
     active: Vec<AlertEvent>,
+    /// Absent in stage checkpoints written before they were kept.
+    #[serde(default)]
+    unconfirmed: Vec<AlertEvent>,
 }
 
 pub fn key_of(e: &AlertEvent) -> (String, Status, i64) {
@@ -93,6 +105,7 @@ impl FleetStage {
             held_racks: Vec::new(),
             active: BTreeMap::new(),
             catch_up: None,
+            unconfirmed: Vec::new(),
         }
     }
 
@@ -109,6 +122,7 @@ impl FleetStage {
             racks,
             held_racks: self.held_racks.clone(),
             active: self.active.values().cloned().collect(),
+            unconfirmed: self.unconfirmed.clone(),
         };
         crate::checkpoint::to_cbor(&snap, "the fleet alert stage")
     }
@@ -132,12 +146,38 @@ impl FleetStage {
                 .map(|e| (e.dedup_key.clone(), e))
                 .collect(),
             catch_up: None,
+            unconfirmed: snap.unconfirmed,
         })
     }
 
-    /// Holds deliveries until [`FleetStage::caught_up`].
+    /// Holds deliveries until [`FleetStage::caught_up`], starting with the
+    /// predecessor's unconfirmed events (those the topic then says were
+    /// delivered are dropped with the rest).
     pub fn start_catch_up(&mut self) {
-        self.catch_up = Some(CatchUp::default());
+        self.catch_up = Some(CatchUp {
+            held: std::mem::take(&mut self.unconfirmed),
+            ..CatchUp::default()
+        });
+    }
+
+    /// A new owner with nothing to catch up: the predecessor's unconfirmed
+    /// events, to deliver now.
+    pub fn take_unconfirmed(&mut self) -> Vec<AlertEvent> {
+        std::mem::take(&mut self.unconfirmed)
+    }
+
+    /// `events` were handed to the sink (see `unconfirmed`).
+    pub fn handed(&mut self, events: &[AlertEvent]) {
+        self.unconfirmed.extend_from_slice(events);
+    }
+
+    /// Every receiver accepted what was handed so far: their keys, for a
+    /// [`super::Record::Delivered`].
+    pub fn confirmed(&mut self) -> Vec<(String, Status, i64)> {
+        std::mem::take(&mut self.unconfirmed)
+            .iter()
+            .map(key_of)
+            .collect()
     }
 
     pub fn is_catching_up(&self) -> bool {

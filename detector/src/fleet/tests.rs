@@ -162,6 +162,43 @@ fn a_new_owner_delivers_only_what_its_predecessor_did_not() {
     assert!(!new.is_catching_up());
 }
 
+/// A page in the dead owner's outbox when it checkpointed, that no
+/// receiver had taken: the outbox is on the dead machine, so the next
+/// owner sends it again, unless the topic says it was delivered.
+#[test]
+fn a_page_its_predecessor_checkpointed_unsent_goes_out_from_the_next_owner() {
+    let mut old = stage();
+    let page = old
+        .apply(round("t-0", None, &[assessment("GPU-a", T0, true)]))
+        .events;
+    assert_eq!(firing(&page), 1);
+    old.handed(&page);
+    let snap = old.snapshot().expect("snapshot");
+
+    // Nothing after the checkpoint: delivered at takeover.
+    let mut idle = restore(&snap);
+    let pending = idle.take_unconfirmed();
+    assert_eq!(firing(&pending), 1, "{pending:?}");
+    // Later records to catch up on: held with them.
+    let mut busy = restore(&snap);
+    busy.start_catch_up();
+    busy.apply(round(
+        "t-0",
+        None,
+        &[assessment("GPU-b", T0 + 30_000, false)],
+    ));
+    assert_eq!(firing(&busy.caught_up()), 1);
+    // The predecessor's receivers took it after the checkpoint: not again.
+    let mut told = restore(&snap);
+    told.start_catch_up();
+    told.apply(Record::Delivered(page.iter().map(stage::key_of).collect()));
+    assert!(told.caught_up().is_empty());
+    // Confirmed before the checkpoint: nothing is carried.
+    assert_eq!(old.confirmed().len(), 1);
+    let mut after = restore(&old.snapshot().expect("snapshot"));
+    assert!(after.take_unconfirmed().is_empty());
+}
+
 #[test]
 fn silences_from_any_instance_reach_the_stage() {
     let mut s = stage();

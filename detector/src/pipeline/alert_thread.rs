@@ -22,6 +22,10 @@ use crate::state::State;
 /// The checkpoint writer's name in component health.
 pub(crate) const CHECKPOINTER: &str = "checkpointer";
 
+/// Longest a barrier waits for the fleet topic to take the rounds sent
+/// before it (see [`AlertThread::write_checkpoint`]).
+const FLEET_CONFIRM: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Everything the alert thread owns.
 pub(super) struct AlertThread {
     pub(super) export: Option<crate::export::AlertExports>,
@@ -368,6 +372,20 @@ impl AlertThread {
         mut offsets: Offsets,
     ) -> anyhow::Result<Written> {
         let t = Instant::now();
+        // A unit's state holds what it already judged (a GPU reported
+        // silent is not reported again): its checkpoint may be written only
+        // once the rounds it published are on the fleet topic, or a kill
+        // between the two loses them for good.
+        let units = match self.fleet.get().map(|f| f.confirm(FLEET_CONFIRM)) {
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "partitions not checkpointed at this barrier: the fleet topic does not hold their rounds yet");
+                for u in &units {
+                    offsets.remove(&u.key);
+                }
+                Vec::new()
+            }
+            _ => units,
+        };
         // Before the instance file: a restart of this instance (or the
         // partition's next owner) finds each partition's state there.
         let partitions = self.write_partitions(units, &mut offsets);
