@@ -1,5 +1,5 @@
-//! The sharded pipeline: a dispatcher splits each input batch by GPU (the
-//! Kafka key hash) over shard threads; each shard runs features and models
+//! The sharded pipeline: a dispatcher splits each input batch over shard
+//! threads (by partition unit, or by host: `placement`); each shard runs features and models
 //! synchronously; one alert thread consumes the shards' outputs and drives
 //! the alert engine and the sink.
 //!
@@ -29,6 +29,7 @@ mod feed;
 mod grade_slot;
 pub mod handle;
 mod parts;
+mod placement;
 mod rack_air;
 #[cfg(test)]
 pub(crate) mod restart_tests;

@@ -22,7 +22,8 @@ use super::buffers;
 use super::feed::{Feed, Round};
 use super::handle::{Inputs, PipelineHandle, ShardMsg, ShardOutput};
 use super::parts::{AlertSink, Summary};
-use super::shard::{BatchOutput, Shard, shard_of};
+use super::placement::Placement;
+use super::shard::{BatchOutput, Shard};
 use super::units::{Routing, Units};
 use crate::checkpoint::{CheckpointStore, PartitionKey, PartitionStore};
 use crate::sources::DeadLetters;
@@ -50,6 +51,8 @@ pub struct Pipeline {
     dead: Arc<OnceLock<DeadLetters>>,
     /// Partition units: which GPU goes to which (empty without them).
     routing: Routing,
+    /// Which shard runs each GPU without partitions (hosts together).
+    placement: Placement,
     /// Where the alert thread writes partition checkpoints.
     partition_store: Arc<OnceLock<SharedPartitionStore>>,
     /// With a fleet topic: the alert thread's writer to it.
@@ -180,6 +183,12 @@ impl Pipeline {
             Arc::clone(&dead),
         );
         let n = shards.len();
+        let placed: Vec<(usize, GpuId)> = shards
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.gpu_clocks().map(move |(g, _)| (i, g.clone())))
+            .collect();
+        let placement = Placement::new(n, placed);
         let mut inputs = Vec::with_capacity(n);
         let mut outputs: Vec<Receiver<ShardOutput>> = Vec::with_capacity(n);
         let mut handles = Vec::with_capacity(n);
@@ -243,6 +252,7 @@ impl Pipeline {
             feed,
             dead,
             routing: Routing::default(),
+            placement,
             partition_store,
             fleet,
             pending: Vec::new(),
@@ -325,7 +335,7 @@ impl Pipeline {
         let n = self.inputs.len();
         let mut evict: Vec<Vec<GpuId>> = vec![Vec::new(); n];
         for gpu in evicted {
-            evict[shard_of(&gpu, n)].push(gpu);
+            evict[self.placement.evict(&gpu)].push(gpu);
         }
         let parts: Vec<Vec<Sample>> = if n == 1 {
             vec![batch]
@@ -334,7 +344,7 @@ impl Pipeline {
             let mut parts: Vec<Vec<Sample>> =
                 (0..n).map(|_| buffers::take(batch.len() / n + 8)).collect();
             for s in batch.drain(..) {
-                parts[shard_of(&s.gpu, n)].push(s);
+                parts[self.placement.shard(&s)].push(s);
             }
             buffers::give(batch);
             parts

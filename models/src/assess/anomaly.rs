@@ -39,8 +39,9 @@ pub struct AnomalyRead {
     pub grade: f32,
     /// The metric and direction that drove the score most.
     pub why: Option<Evidence>,
-    /// The GPU reports why it runs slow ([`explained_by_clock_event`]):
-    /// the grade stays (exports, the failure model) but raises no alert.
+    /// The GPU reports why it runs slow ([`explained_by_clock_event`]), or
+    /// it only runs cool ([`harmless_cool`]): the grade stays (exports,
+    /// the failure model) but raises no alert.
     pub explained: bool,
     /// The event repeats one this GPU already raised
     /// ([`super::anomaly_repeat`]): the grade stays, no new alert.
@@ -62,6 +63,18 @@ pub fn explained_by_clock_event(row: &FeatureRow, col: Col, dir: Direction) -> b
     matches!(col, Col::SmClockResid | Col::SmClockPeerZ)
         && dir == Direction::Low
         && (row.get(Col::ThrottlePower) >= 1.0 || row.get(Col::ThrottleThermal) >= 1.0)
+}
+
+/// A GPU cooler than its own model or its peers at the same power is not
+/// on its way to a heat failure: such an event keeps its grade (exports,
+/// the failure model) but raises no alert. Seen once whole hosts share a
+/// shard (`detector::pipeline::placement`): most of the extra quiet-fleet
+/// warnings were `gpu_temp_resid_ewma low` on healthy GPUs.
+pub fn harmless_cool(col: Col, dir: Direction) -> bool {
+    matches!(
+        col,
+        Col::GpuTempResidEwma | Col::MemoryTempResid | Col::GpuTempPeerZ
+    ) && dir == Direction::Low
 }
 
 /// Scored rows per row learnt.
@@ -213,9 +226,9 @@ impl AnomalyModel {
             .as_ref()
             .map(|(_, e)| (e.metric, e.direction == Direction::High, verdict.score));
         let repeat = self.repeats.observe(&row.gpu, row.ts_ms, driver);
-        let explained = top
-            .as_ref()
-            .is_some_and(|(col, e)| explained_by_clock_event(row, *col, e.direction));
+        let explained = top.as_ref().is_some_and(|(col, e)| {
+            explained_by_clock_event(row, *col, e.direction) || harmless_cool(*col, e.direction)
+        });
         let why = top.map(|(col, e)| Evidence {
             signal: col.name().to_string(),
             detail: format!(
@@ -277,6 +290,17 @@ mod tests {
                 "{col:?} {dir:?} at {power}/{heat}/{hw}"
             );
         }
+    }
+
+    #[test]
+    fn only_a_cool_temperature_is_harmless() {
+        use Direction::{High, Low};
+        assert!(harmless_cool(Col::GpuTempResidEwma, Low));
+        assert!(harmless_cool(Col::GpuTempPeerZ, Low));
+        assert!(harmless_cool(Col::MemoryTempResid, Low));
+        assert!(!harmless_cool(Col::GpuTempResidEwma, High));
+        assert!(!harmless_cool(Col::PowerResid, Low));
+        assert!(!harmless_cool(Col::SmClockPeerZ, Low));
     }
 
     /// A checkpoint from before the grader (`model` = forest + quantile

@@ -112,7 +112,8 @@ impl Pipeline {
         for gpu in evicted {
             let t = match self.routing.route(&gpu) {
                 Route::Unit(_, t) => t,
-                Route::Shard | Route::Away => shard_of(&gpu, n),
+                Route::Shard => self.placement.evict(&gpu),
+                Route::Away => shard_of(&gpu, n),
             };
             evict[t].push(gpu);
         }
@@ -121,7 +122,7 @@ impl Pipeline {
         let mut away = 0u64;
         for s in batch.drain(..) {
             match self.routing.route(&s.gpu) {
-                Route::Shard => plain[shard_of(&s.gpu, n)].push(s),
+                Route::Shard => plain[self.placement.shard(&s)].push(s),
                 Route::Unit(id, t) => {
                     let list = &mut units[t];
                     match list.iter_mut().find(|(u, _)| *u == id) {
