@@ -39,6 +39,8 @@ pub mod stage;
 pub mod view;
 
 #[cfg(test)]
+mod publish_tests;
+#[cfg(test)]
 mod tests;
 
 /// The fleet topic's one partition.
