@@ -16,7 +16,8 @@ use super::error::{ConfigError, err};
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPipeline {
-    /// Shard threads; GPUs are split by a hash of their UUID.
+    /// Shard threads; a host's GPUs share one (a hash of the host label,
+    /// of the UUID without one), or a Kafka partition's with partition units.
     #[serde(default = "default_shards")]
     pub shards: usize,
     /// Seed of every model's randomness.
