@@ -238,6 +238,7 @@ fn a_rack_split_over_instances_is_judged_once_every_piece_is_in() {
         shift_c: 9.0,
         samples,
         hosts: 2,
+        host_keys: Vec::new(),
     };
     let with_racks = |partition: &str, horizon: i64, racks: Vec<_>| {
         Record::Round(Round {

@@ -4,7 +4,9 @@
 //! a cluster.
 //!
 //! A rack's air shift is the sample-weighted mean of its pieces' medians (a
-//! piece per shard); its **excess** is that minus the median shift of the
+//! piece per shard), over the hosts of every piece, each counted once (a
+//! piece carries its hosts' keys: with GPUs placed by host, a shard may
+//! hold one host of a rack and no piece alone spans [`MIN_HOSTS`]); its **excess** is that minus the median shift of the
 //! cluster's other racks at the same time, so a fleet-wide ambient change
 //! or the daily swing, which warm every rack, cancel (and at most the shift
 //! itself: a peer rack reading cold does not make this one hot). An excess held above
@@ -78,12 +80,24 @@ impl RackWatch {
     pub fn flush(&mut self, engine: &mut AlertEngine, out: &mut Vec<AlertEvent>) {
         let pending = std::mem::take(&mut self.pending);
         for ((end_ms, cluster, rack), pieces) in pending {
-            let (mut sum, mut samples, mut hosts) = (0.0, 0u32, 0u32);
+            let (mut sum, mut samples, mut largest) = (0.0, 0u32, 0u32);
+            let mut keys: Vec<u64> = Vec::new();
             for p in &pieces {
                 sum += f64::from(p.shift_c) * f64::from(p.samples);
                 samples += p.samples;
-                hosts = hosts.max(p.hosts);
+                largest = largest.max(p.hosts);
+                keys.extend_from_slice(&p.host_keys);
             }
+            // Hosts over every piece, each once (a host's GPUs may be in
+            // several pieces); pieces without keys (older writers) count
+            // as their largest.
+            keys.sort_unstable();
+            keys.dedup();
+            let hosts = if pieces.iter().all(|p| p.host_keys.len() == p.hosts as usize) {
+                keys.len() as u32
+            } else {
+                largest.max(keys.len() as u32)
+            };
             if samples == 0 {
                 continue;
             }
@@ -205,12 +219,22 @@ mod tests {
             shift_c,
             samples: 32,
             hosts,
+            host_keys: Vec::new(),
         }
     }
 
     /// Runs `minutes` of readings of racks r0..r3 (two shards each) where
     /// `air(rack, minute)` is a rack's shift; returns the alert events.
     fn run(minutes: i64, hosts: u32, air: impl Fn(usize, i64) -> f32) -> Vec<AlertEvent> {
+        run_pieces(minutes, |_| (hosts, Vec::new()), air)
+    }
+
+    /// As [`run`], shard `s`'s pieces with `keys(s)`: (hosts, host keys).
+    fn run_pieces(
+        minutes: i64,
+        keys: impl Fn(usize) -> (u32, Vec<u64>),
+        air: impl Fn(usize, i64) -> f32,
+    ) -> Vec<AlertEvent> {
         let (cfg, _) = super::super::restart_tests::test_config(2);
         let mut engine = AlertEngine::new(cfg.alerts.engine.clone());
         let mut w = RackWatch::default();
@@ -219,7 +243,11 @@ mod tests {
             for shard in 0..2 {
                 for r in 0..4 {
                     let piece = air(r, m) + if shard == 0 { 0.3 } else { -0.3 };
-                    w.push(&reading(&format!("r{r}"), m, piece, hosts));
+                    let (hosts, host_keys) = keys(shard);
+                    w.push(&RackReading {
+                        host_keys,
+                        ..reading(&format!("r{r}"), m, piece, hosts)
+                    });
                 }
             }
             w.flush(&mut engine, &mut out);
@@ -281,6 +309,23 @@ mod tests {
             }
         });
         assert!(mild.is_empty(), "{mild:#?}");
+    }
+
+    /// GPUs placed by host put one whole host in each shard: a rack's
+    /// pieces then hold different hosts, which add up; a host whose GPUs
+    /// are in both pieces counts once.
+    #[test]
+    fn hosts_in_separate_pieces_add_up_and_a_shared_host_counts_once() {
+        let hot = |r: usize, m: i64| if r == 1 && m >= 60 { 10.0 } else { 0.0 };
+        let split = run_pieces(200, |s| (1, vec![10 + s as u64]), hot);
+        assert!(
+            split
+                .iter()
+                .any(|e| e.status == Status::Firing && e.kind == KIND),
+            "{split:#?}"
+        );
+        let shared = run_pieces(200, |_| (1, vec![7]), hot);
+        assert!(shared.is_empty(), "{shared:#?}");
     }
 
     #[test]

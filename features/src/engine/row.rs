@@ -240,7 +240,7 @@ impl Parts<'_> {
                 power_w: power,
                 learn,
                 dt_ms: dt,
-                host: st.host.host,
+                host: crate::expected::rack::host_key(sample.topo.host.as_deref()),
             },
             events,
         );

@@ -211,8 +211,15 @@ pub struct RackInput {
     pub learn: bool,
     /// Since the GPU's previous sample, ms.
     pub dt_ms: i64,
-    /// The GPU's host id in the shard (`u32::MAX`: none).
-    pub host: u32,
+    /// A key of the GPU's host label the same in every shard and instance
+    /// ([`host_key`]), so pieces of a rack from several shards count each
+    /// host once.
+    pub host: u64,
+}
+
+/// The key of a host label in rack readings (FNV-1a; 0: no label).
+pub fn host_key(host: Option<&str>) -> u64 {
+    host.map_or(0, |h| crate::hash::fnv1a(h.as_bytes()))
 }
 
 /// One rack's median air shift over one closed bucket, as one shard saw it
@@ -230,6 +237,12 @@ pub struct RackReading {
     /// 30 s interval).
     pub samples: u32,
     pub hosts: u32,
+    /// The hosts' keys ([`host_key`], sorted): pieces of one rack from
+    /// several shards or partitions count a host they share once. Empty in
+    /// readings from before they were kept: the pieces' largest `hosts`
+    /// then stands for them all.
+    #[serde(default)]
+    pub host_keys: Vec<u64>,
 }
 
 /// A rack's open bucket.
@@ -239,7 +252,7 @@ struct RackAgg {
     cluster: Option<Arc<str>>,
     bucket: i64,
     shifts: Vec<f32>,
-    hosts: Vec<u32>,
+    hosts: Vec<u64>,
 }
 
 /// Per-rack buckets and one temperature-given-power regression per SKU, for
@@ -369,7 +382,7 @@ impl RackAir {
             + self
                 .racks
                 .iter()
-                .map(|(_, r)| r.shifts.capacity() * 4 + r.hosts.capacity() * 4)
+                .map(|(_, r)| r.shifts.capacity() * 4 + r.hosts.capacity() * 8)
                 .sum::<usize>()
             + self.models.capacity() * std::mem::size_of::<Rls>()
     }
@@ -388,6 +401,7 @@ fn close(r: &mut RackAgg, bucket_ms: i64) -> RackReading {
         shift_c,
         samples,
         hosts: r.hosts.len() as u32,
+        host_keys: r.hosts.clone(),
     }
 }
 

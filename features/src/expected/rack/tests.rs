@@ -4,7 +4,7 @@ use super::*;
 const SKU: u32 = 0;
 
 /// A settled sample at steady `power` in training (`busy`) or idle.
-fn steady(gpu_temp: f32, power: f32, busy: bool, host: u32) -> RackInput {
+fn steady(gpu_temp: f32, power: f32, busy: bool, host: u64) -> RackInput {
     RackInput {
         gpu_temp,
         power_ewma_w: power,
@@ -41,7 +41,7 @@ fn run(
                 let temp = air(m) + 0.5 * (g % 5) as f32 + 4.0 + r_th * power;
                 let inp = RackInput {
                     learn: g % 2 == 0,
-                    ..steady(temp, power, busy, (g / 4) as u32)
+                    ..steady(temp, power, busy, (g / 4) as u64)
                 };
                 let (_, closed) = t.push(id, base, SKU, ts, &inp, &cfg);
                 out.extend(closed);
@@ -90,7 +90,7 @@ fn a_few_hot_gpus_do_not_move_the_rack_and_small_buckets_give_no_reading() {
             let temp = 22.0 + 0.5 * (g % 5) as f32 + 4.0 + 0.07 * 650.0 + hot;
             let inp = RackInput {
                 dt_ms: 60_000,
-                ..steady(temp, 650.0, true, (g / 4) as u32)
+                ..steady(temp, 650.0, true, (g / 4) as u64)
             };
             readings.extend(t.push(id, base, SKU, m * 60_000, &inp, &cfg).1);
         }
