@@ -276,12 +276,8 @@ impl Shared {
         } else {
             // Nothing after the checkpoint: what the predecessor handed to
             // its outbox but no receiver confirmed goes out now.
-            let mut pending = o.fs.take_unconfirmed();
-            pending.sort_by_key(|e| e.ts);
-            let clock = o.fs.clock_ms();
-            for chunk in pending.chunk_by(|a, b| a.ts == b.ts) {
-                self.deliver_at(&mut o, chunk, chunk[0].ts.min(clock))?;
-            }
+            let pending = o.fs.take_unconfirmed();
+            self.deliver_in_order(&mut o, pending)?;
         }
         self.cfg
             .state
@@ -350,16 +346,8 @@ impl Shared {
             if o.next < o.end_at_takeover {
                 return Ok(());
             }
-            // Held events span the catch-up: deliver them as they
-            // happened, so an alert that fired and resolved meanwhile
-            // reaches its receivers as both (pushed together, a routing
-            // group would send only the resolve).
-            let mut held = o.fs.caught_up();
-            held.sort_by_key(|e| e.ts);
-            let clock = o.fs.clock_ms();
-            for chunk in held.chunk_by(|a, b| a.ts == b.ts) {
-                self.deliver_at(o, chunk, chunk[0].ts.min(clock))?;
-            }
+            let held = o.fs.caught_up();
+            self.deliver_in_order(o, held)?;
         }
         self.deliver(o, &events)?;
         if std::mem::take(&mut o.silences_changed) {
@@ -370,6 +358,19 @@ impl Shared {
         }
         if o.last_checkpoint.elapsed() >= self.cfg.every {
             self.checkpoint(o, consumer)?;
+        }
+        Ok(())
+    }
+
+    /// Delivers events held across a takeover as they happened, one
+    /// instant at a time, so an alert that fired and resolved meanwhile
+    /// reaches its receivers as both (pushed together, a routing group
+    /// would send only the resolve).
+    fn deliver_in_order(&self, o: &mut Owned, mut events: Vec<AlertEvent>) -> anyhow::Result<()> {
+        events.sort_by_key(|e| e.ts);
+        let clock = o.fs.clock_ms();
+        for chunk in events.chunk_by(|a, b| a.ts == b.ts) {
+            self.deliver_at(o, chunk, chunk[0].ts.min(clock))?;
         }
         Ok(())
     }

@@ -6,8 +6,8 @@
 //! A rack's air shift is the sample-weighted mean of its pieces' medians (a
 //! piece per shard), over the hosts of every piece, each counted once (a
 //! piece carries its hosts' keys: with GPUs placed by host, a shard may
-//! hold one host of a rack and no piece alone spans [`MIN_HOSTS`]); its **excess** is that minus the median shift of the
-//! cluster's other racks at the same time, so a fleet-wide ambient change
+//! hold one host of a rack and no piece alone spans [`MIN_HOSTS`]); its
+//! **excess** is that minus the median shift of the cluster's other racks at the same time, so a fleet-wide ambient change
 //! or the daily swing, which warm every rack, cancel (and at most the shift
 //! itself: a peer rack reading cold does not make this one hot). An excess held above
 //! +6 °C on at least [`MIN_HOSTS`] hosts is a cooling incident:
@@ -89,15 +89,11 @@ impl RackWatch {
                 keys.extend_from_slice(&p.host_keys);
             }
             // Hosts over every piece, each once (a host's GPUs may be in
-            // several pieces); pieces without keys (older writers) count
-            // as their largest.
+            // several pieces); a piece without keys (an older writer)
+            // counts as its own host count, so at least the largest.
             keys.sort_unstable();
             keys.dedup();
-            let hosts = if pieces.iter().all(|p| p.host_keys.len() == p.hosts as usize) {
-                keys.len() as u32
-            } else {
-                largest.max(keys.len() as u32)
-            };
+            let hosts = largest.max(keys.len() as u32);
             if samples == 0 {
                 continue;
             }

@@ -124,7 +124,6 @@ impl Rls {
         true
     }
 
-    /// Enough updates to trust the prediction.
     /// `x'Px`: the prediction's variance at `x` in units of the residual
     /// variance (near `dim / samples` inside the data the model learnt
     /// from, large where it extrapolates along a direction it never saw
@@ -146,6 +145,7 @@ impl Rls {
         self.resid_var.max(VAR_FLOOR) * self.leverage(x)
     }
 
+    /// Enough updates to trust the prediction.
     #[inline]
     pub fn ready(&self, warmup: u32) -> bool {
         self.n >= warmup
