@@ -44,7 +44,9 @@
 //! Baselines learn with a half-life of three days (a day absorbed
 //! precursors that grow over 10–20 h), and only at a tenth of that pace
 //! while the statistic stands above a quarter of the warning threshold, so
-//! a slow precursor is not absorbed as the new normal.
+//! a slow precursor is not absorbed as the new normal; the temperature's
+//! baselines then also weigh a new bucket at a tenth (not the counters':
+//! see [`bucket::close_bucket`]).
 //!
 //! Three guards keep a precursor from hiding in its own baseline:
 //! - the counters' test compares with the baseline as of 2–4 h ago (two

@@ -25,6 +25,17 @@ type Load = dyn Fn(usize, f64) -> Option<f64>;
 /// noise, reported in whole degrees as DCGM does. Returns each GPU's first
 /// thermal warning (hour, reasons).
 fn run(hours: f64, load: &Load, fault: &dyn Fn(usize, f64) -> f64) -> Vec<Option<(f64, String)>> {
+    run_in(None, hours, load, fault)
+}
+
+/// [`run`], the GPUs in `job` when given (their host peers in it then
+/// judge them too).
+fn run_in(
+    job: Option<&str>,
+    hours: f64,
+    load: &Load,
+    fault: &dyn Fn(usize, f64) -> f64,
+) -> Vec<Option<(f64, String)>> {
     let mut d = ChangeDetector::default();
     let mut rng = SimRng::seed_from_u64(31);
     let mut warned = vec![None; GPUS.len()];
@@ -49,6 +60,7 @@ fn run(hours: f64, load: &Load, fault: &dyn Fn(usize, f64) -> f64) -> Vec<Option
                 values,
             };
             row.topo.host = Some("node-1".into());
+            row.topo.job = job.map(Into::into);
             let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
             d.assess(&row, true, &mut c, &mut reasons);
             if warned[k].is_none() && c[Kind::ThermalDegradation as usize] >= 0.5 {
@@ -109,6 +121,26 @@ fn a_gpus_first_training_after_a_day_idle_is_not_a_fault() {
     };
     let warned = run(40.0, &load, &|_, _| 0.0);
     assert!(warned.iter().all(Option::is_none), "{warned:?}");
+}
+
+#[test]
+fn a_step_in_a_gpus_first_hours_is_not_learnt_before_it_warns() {
+    // GPU-1's thermal resistance rises 6 % 2.5 h into the run (+2.7 °C
+    // at 650 W), before its own fit judges anything: only its host
+    // peers in the job see it, against a baseline of a couple of hours,
+    // which took the step in at full weight and fell back short of the
+    // threshold.
+    let fault = |k: usize, h: f64| if k == 1 && h >= 2.5 { 0.06 } else { 0.0 };
+    let warned = run_in(Some("job-1"), 20.0, &|_, h| Some(training(h)), &fault);
+    let (at, why) = warned[1].clone().expect("the step is flagged");
+    assert!(at < 12.0, "flagged {:.2} h after", at - 2.5);
+    assert!(why.contains("host's other GPUs"), "{why}");
+    let others: Vec<_> = warned
+        .iter()
+        .enumerate()
+        .filter(|(k, w)| *k != 1 && w.is_some())
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
 }
 
 #[test]
