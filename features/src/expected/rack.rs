@@ -50,6 +50,26 @@ const AVERAGE_SAMPLES: u8 = 120;
 /// load step), where `x` swings by several °C for a minute or two.
 const STEADY_FRACTION: f32 = 0.04;
 const STEADY_MIN_W: f32 = 12.0;
+/// The most leverage (≈ 1 / samples learnt at that power) the SKU's
+/// regression may have at a power a phase's offset is carried to.
+const MAX_LEVERAGE: f64 = 0.01;
+
+/// A SKU's slope of temperature over power, °C/W, and the regression it
+/// comes from (`None`: not ready).
+#[derive(Debug, Clone, Copy)]
+struct Slope<'a> {
+    per_w: f64,
+    fit: Option<&'a Rls>,
+}
+
+impl Slope<'_> {
+    /// Whether the regression learnt enough at `power` (W) to carry an
+    /// offset there.
+    fn reaches(&self, power: f64) -> bool {
+        self.fit
+            .is_some_and(|m| m.leverage(&[1.0, power / 100.0, 0.0, 0.0]) <= MAX_LEVERAGE)
+    }
+}
 
 /// A GPU's slow baseline of its temperature: its air (shared by its
 /// phases) plus, per phase, an offset at that phase's usual power (a GPU
@@ -121,15 +141,16 @@ impl Alphas {
 impl AirBaseline {
     /// Shift of `temp` at smoothed power `power` in phase `phase` over the
     /// baseline (NaN until the phase's offset is ready), given the SKU's
-    /// slope `slope` (°C/W); then learns the sample with `alphas`.
+    /// slope `slope`; then learns the sample with `alphas`.
     fn shift_and_learn(
         &mut self,
         temp: f64,
         power: f64,
-        slope: f64,
+        slope: Slope,
         phase: usize,
         alphas: Alphas,
     ) -> f32 {
+        let (fit, slope) = (slope, slope.per_w);
         let p = phase.min(PHASE_COUNT - 1);
         if self.total == 0 {
             // The first phase seen defines the air: its offset is 0.
@@ -141,9 +162,15 @@ impl AirBaseline {
             // A phase seen for the first time: from a phase it knows and
             // the SKU's slope when it can, so a phase entered during an
             // incident (a job starting in a hot rack) does not take the
-            // incident for its offset; else from this sample.
+            // incident for its offset; else from this sample. Only where
+            // the SKU's regression learnt at both powers: a fleet that had
+            // only trained (600–690 W; without job labels checkpoint dips
+            // leave the training phase and are not learnt) read 0.092 °C/W
+            // across GPUs, and every GPU of a driver reload's hosts read
+            // +15 °C at its first idle: a false rack page.
             let known = (0..PHASE_COUNT)
                 .filter(|&q| q != p && self.n[q] > READY_SAMPLES)
+                .filter(|&q| fit.reaches(f64::from(self.power[q])) && fit.reaches(power))
                 .max_by_key(|&q| self.n[q]);
             if let Some(q) = known {
                 let dp = power - f64::from(self.power[q]);
@@ -314,13 +341,17 @@ impl RackAir {
         cfg: &FeatureConfig,
     ) -> (f32, Option<RackReading>) {
         let b = ts_ms.div_euclid(self.bucket_ms);
+        let alphas = self.alphas.at(inp.dt_ms);
         let slope = self.slope(sku, inp, cfg);
         let steady = (inp.power_w - inp.power_ewma_w).abs()
             <= (STEADY_FRACTION * inp.power_ewma_w).max(STEADY_MIN_W);
         let (t, pw) = (f64::from(inp.gpu_temp), f64::from(inp.power_ewma_w));
-        let shift = if inp.settled && steady && slope.is_finite() && t.is_finite() && pw.is_finite()
+        let shift = if inp.settled
+            && steady
+            && slope.per_w.is_finite()
+            && t.is_finite()
+            && pw.is_finite()
         {
-            let alphas = self.alphas.at(inp.dt_ms);
             air.shift_and_learn(t, pw, slope, usize::from(inp.phase), alphas)
         } else {
             f32::NAN
@@ -345,12 +376,16 @@ impl RackAir {
         (shift, closed)
     }
 
-    /// The SKU's slope of temperature over power, °C/W (NaN until its
+    /// The SKU's slope of temperature over power (NaN until its
     /// regression is ready); trains it when `inp.learn`.
-    fn slope(&mut self, sku: u32, inp: &RackInput, cfg: &FeatureConfig) -> f64 {
+    fn slope(&mut self, sku: u32, inp: &RackInput, cfg: &FeatureConfig) -> Slope<'_> {
         let i = sku as usize;
+        let none = Slope {
+            per_w: f64::NAN,
+            fit: None,
+        };
         if sku == u32::MAX {
-            return f64::NAN;
+            return none;
         }
         if self.models.len() <= i {
             self.models.resize_with(i + 1, || Rls::new(2));
@@ -364,9 +399,12 @@ impl RackAir {
             model.update(&[1.0, p / 100.0, 0.0, 0.0], y, 1.0, cfg.rls_warmup);
         }
         if model.ready(cfg.rls_warmup) {
-            model.predict(&[0.0, 1.0, 0.0, 0.0]) / 100.0
+            Slope {
+                per_w: model.predict(&[0.0, 1.0, 0.0, 0.0]) / 100.0,
+                fit: Some(model),
+            }
         } else {
-            f64::NAN
+            none
         }
     }
 

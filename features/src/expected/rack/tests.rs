@@ -157,3 +157,46 @@ fn a_phase_first_entered_in_hot_air_does_not_learn_the_heat() {
     }
     assert!(shifts.iter().all(|s| (*s - 10.0).abs() < 1.5), "{shifts:?}");
 }
+
+#[test]
+fn a_slope_learnt_under_load_alone_is_not_carried_to_idle() {
+    // A fleet that only trains, at 610–690 W, where hotter-running GPUs
+    // also draw more: across GPUs the temperature climbs 0.1 °C/W, though
+    // each GPU's own is 0.07. A driver reload idles a host (80 W) in the
+    // same air: its GPUs read what their idle shows, not 0.03 °C/W × 570 W
+    // of a slope carried where it was never learnt.
+    let cfg = FeatureConfig::default();
+    let mut t = RackAir::new(60_000);
+    let id = t.resolve(&"r0".into(), &None);
+    let mut fleet = vec![AirBaseline::default(); 16];
+    let temp = |g: usize, power: f32| {
+        let draw = 610.0 + 10.0 * (g % 9) as f32;
+        let offset = 0.03 * (draw - 650.0);
+        (22.0 + 4.0 + offset + 0.07 * power, draw)
+    };
+    let mut idle_shifts = Vec::new();
+    for m in 0..240 {
+        for half in 0..2 {
+            let ts = m * 60_000 + half * 30_000;
+            for (g, base) in fleet.iter_mut().enumerate() {
+                let idle = m >= 180 && g < 4;
+                let (_, draw) = temp(g, 0.0);
+                let power = if idle { 80.0 } else { draw };
+                let inp = RackInput {
+                    learn: true,
+                    ..steady(temp(g, power).0, power, !idle, (g / 4) as u64)
+                };
+                let (shift, _) = t.push(id, base, SKU, ts, &inp, &cfg);
+                if idle && shift.is_finite() {
+                    idle_shifts.push(shift);
+                }
+            }
+        }
+    }
+    assert!(!idle_shifts.is_empty(), "the idle phase is judged");
+    assert!(
+        idle_shifts.iter().all(|s| s.abs() < 1.5),
+        "{:?}",
+        &idle_shifts[..8.min(idle_shifts.len())]
+    );
+}
