@@ -127,6 +127,10 @@ pub struct SimConfig {
     /// does) on top of the scenario's failures, instead of the mixed
     /// scenario's ~1 per 50 rack-days.
     pub rack_incident: bool,
+    /// Samples name the job their GPU runs (`job`). Off: no job label at
+    /// all, as from a dcgm-exporter without a scheduler mapping (the
+    /// label is optional in the input contract).
+    pub job_labels: bool,
 }
 
 impl Default for SimConfig {
@@ -144,6 +148,7 @@ impl Default for SimConfig {
             hosts_per_rack: 4,
             racks_per_cluster: 8,
             rack_incident: false,
+            job_labels: true,
         }
     }
 }

@@ -388,7 +388,11 @@ impl Simulator {
                         rack: Some(info.rack.clone()),
                         cluster: Some(info.cluster.clone()),
                         model: Some(info.model.clone()),
-                        job: job_name.cloned(),
+                        job: if self.cfg.job_labels {
+                            job_name.cloned()
+                        } else {
+                            None
+                        },
                     },
                     metrics,
                     extra: Vec::new(),

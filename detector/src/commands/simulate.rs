@@ -85,6 +85,10 @@ pub struct SimulateArgs {
     /// failures: a run with both, for end-to-end tests.
     #[arg(long)]
     pub rack_incident: bool,
+    /// Leave the job label out of every sample (a dcgm-exporter with no
+    /// scheduler mapping).
+    #[arg(long)]
+    pub no_job_labels: bool,
     /// Serve the fleet as a dcgm-exporter `/metrics` endpoint on this
     /// address (e.g. 127.0.0.1:9400) instead of writing files; `--start`
     /// defaults to now. Runs until killed.
@@ -202,6 +206,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         start_ms,
         dirty: args.dirty,
         rack_incident: args.rack_incident,
+        job_labels: !args.no_job_labels,
         ..SimConfig::default()
     };
     if let Some(name) = &args.scenario {

@@ -101,4 +101,8 @@ pub struct ScenarioArgs {
     /// Report only: exit 0 even when a target is missed.
     #[arg(long)]
     pub report_only: bool,
+    /// Simulate telemetry without job labels (a dcgm-exporter with no
+    /// scheduler mapping): how detection holds up with no job peers.
+    #[arg(long)]
+    pub no_job_labels: bool,
 }

@@ -64,7 +64,8 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let mut outcomes = Vec::new();
-    for run in runs {
+    for mut run in runs {
+        run.config.job_labels = !sa.no_job_labels;
         let started = Instant::now();
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut sim =
