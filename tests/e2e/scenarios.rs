@@ -17,10 +17,9 @@ fn reduced_scenario_suite_meets_every_target() {
 
 /// The same suite on telemetry with no job label (optional in the input
 /// contract; a dcgm-exporter without a scheduler mapping has none): GPUs
-/// are then compared with their host's unlabelled GPUs, and phases come
-/// from load alone. Without a job label a driver reload once paged a rack
-/// (an idle phase's first offset carried by a SKU slope learnt only under
-/// load).
+/// then have no job peers, and phases come from load alone. Without a job
+/// label a driver reload once paged a rack (an idle phase's first offset
+/// carried by a SKU slope learnt only under load).
 #[test]
 fn reduced_scenario_suite_without_job_labels_meets_every_target() {
     meets_every_target(&["--no-job-labels"]);

@@ -24,9 +24,8 @@
 //!   change of phase are not judged;
 //! - the feature stage's temperature residual (`gpu_temp_resid`, against
 //!   one model per SKU and phase) against the GPU's peers ([`peers`]):
-//!   less the common part of its host's GPUs in its job (without a job
-//!   label, its host's unlabelled GPUs) and phase, which takes out the
-//!   room's and the workload's swings that the expectation misses, so
+//!   less the common part of its host's GPUs in its job and phase, which takes out
+//!   the room's and the workload's swings that the expectation misses, so
 //!   its spread is small and its baseline is judged after half an hour of
 //!   a phase (a cooling fault 1.2 h into a GPU's first training phase was
 //!   learned as usual by the own test, whose warm-up is 4 h).

@@ -330,7 +330,7 @@ pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) 
         // read "hotter … −0.8 °C against its usual +1.1 °C").
         let above = st.dev_sum / st.excess.max(1.0);
         let against = if sig == Signal::ThermalPeer {
-            "for its load than its host's other GPUs doing the same work"
+            "for its load than its host's other GPUs in its job"
         } else {
             "than its own power model and its host's air predict"
         };

@@ -142,19 +142,6 @@ fn a_step_in_a_gpus_first_hours_is_not_learnt_before_it_warns() {
 }
 
 #[test]
-fn without_a_job_label_a_gpu_is_judged_against_its_hosts_gpus() {
-    // The step above on GPUs whose telemetry names no job (a job label is
-    // optional): their host is their peer group.
-    let fault = |k: usize, h: f64| if k == 1 && h >= 2.5 { 0.06 } else { 0.0 };
-    let (at, why) = only_gpu_1(&run_in(None, 20.0, &|_, h| Some(training(h)), &fault));
-    assert!(at < 12.0, "flagged {:.2} h after", at - 2.5);
-    assert!(
-        why.contains("host's other GPUs doing the same work"),
-        "{why}"
-    );
-}
-
-#[test]
 fn the_fit_predicts_only_loads_it_has_seen() {
     let mut m = Moments::default();
     for i in 0..60 {

@@ -78,13 +78,10 @@ pub(super) struct HostGroups {
 }
 
 /// The key of a (host, job, phase) group: FNV-1a of the three, with
-/// separators. A GPU without a job label (no scheduler mapping, or idle)
-/// is grouped with its host's other unlabelled GPUs in its phase: a job
-/// label is optional in the telemetry, and without it no GPU had peers.
+/// separators.
 pub(super) fn group_key(host: Option<&str>, job: Option<&str>, phase: u8) -> Option<u64> {
-    let host = host?;
-    let job: &[u8] = job.map_or(&[0xfd], str::as_bytes);
-    let rest: [&[u8]; 3] = [&[0xff], job, &[0xfe, phase]];
+    let (host, job) = (host?, job?);
+    let rest: [&[u8]; 3] = [&[0xff], job.as_bytes(), &[0xfe, phase]];
     Some(
         rest.iter()
             .fold(fnv1a(host.as_bytes()), |h, part| fnv1a_keyed(h, part)),
@@ -192,12 +189,6 @@ mod tests {
         // (Stable across builds: checkpoints keep these keys.)
         assert_eq!(k, fnv1a(b"node-1\xffjob\xfe\x02"));
         assert_eq!(group_key(None, Some("job"), 2), None);
-        let unlabelled = group_key(Some("node-1"), None, 2);
-        assert!(
-            unlabelled.is_some() && unlabelled != Some(k),
-            "its own group"
-        );
-        assert_ne!(unlabelled, group_key(Some("node-2"), None, 2));
         g.prune(14);
         assert_eq!(g.median(k, 13), None);
     }
