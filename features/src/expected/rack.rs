@@ -141,16 +141,16 @@ impl Alphas {
 impl AirBaseline {
     /// Shift of `temp` at smoothed power `power` in phase `phase` over the
     /// baseline (NaN until the phase's offset is ready), given the SKU's
-    /// slope `slope`; then learns the sample with `alphas`.
+    /// slope `fit`; then learns the sample with `alphas`.
     fn shift_and_learn(
         &mut self,
         temp: f64,
         power: f64,
-        slope: Slope,
+        fit: Slope,
         phase: usize,
         alphas: Alphas,
     ) -> f32 {
-        let (fit, slope) = (slope, slope.per_w);
+        let slope = fit.per_w;
         let p = phase.min(PHASE_COUNT - 1);
         if self.total == 0 {
             // The first phase seen defines the air: its offset is 0.

@@ -202,7 +202,10 @@ pub(super) fn close_bucket(
         // while the test sees no change, like the baseline (a step inside
         // their window would read as correlation too), and φ is taken
         // before this bucket joins them.
-        let d = cfg.decay(h, st.s > quarter);
+        // The test sees a change: its baselines and moments learn slowly
+        // or not at all.
+        let changing = st.s > quarter;
+        let d = cfg.decay(h, changing);
         if st.base_h <= 0.0 || st.u2 <= 0.0 {
             // A prior of φ = 0.6 (unit variance, zero level); also where a
             // checkpoint predates the moments.
@@ -210,7 +213,7 @@ pub(super) fn close_bucket(
         }
         let var_u = (st.u2 - st.u1 * st.u1).max(1e-6);
         let phi = ((st.lag1 - st.u1 * st.u1) / var_u).clamp(0.0, 0.9);
-        if st.s <= quarter {
+        if !changing {
             const A: f64 = 1.0 / 150.0;
             let uc = u.clamp(-4.0, 4.0);
             st.lag1 = st.lag1 * (1.0 - A) + A * uc * st.prev_u;
@@ -258,7 +261,7 @@ pub(super) fn close_bucket(
         // baselines, whose test compares with the baseline of 2–4 h ago,
         // gained nothing from the same weighting on fifteen full seeds and
         // raised 13 more false warnings.)
-        let h_new = if st.s > quarter { h / 10.0 } else { h };
+        let h_new = if changing { h / 10.0 } else { h };
         let w = w_old + h_new;
         let new_mean = (mean * w_old + x * h_new) / w;
         let new_var = if seen_h > 0.0 {
