@@ -51,6 +51,11 @@ pub struct FeatureConfig {
     /// Consecutive samples a new phase must hold before it is taken
     /// (hysteresis against flapping at checkpoints). Default 2.
     pub phase_confirm_samples: u8,
+    /// How long a GPU must have shown less work than its working phase
+    /// (training, inference), short of idle, before it is taken to have
+    /// left it: checkpoint dips and lulls of a minute or three are not
+    /// phase changes. Default 10 min.
+    pub phase_hold_ms: i64,
     /// After a phase change a GPU is "settling" (temperatures still moving):
     /// it is compared only with job peers that changed with it, and it does
     /// not train the expected-value models. Default 5 min (five thermal time
@@ -94,6 +99,7 @@ impl Default for FeatureConfig {
             thermal_tau_ms: 60_000,
             resid_tau_ms: 600_000,
             phase_confirm_samples: 2,
+            phase_hold_ms: 600_000,
             phase_settle_ms: 300_000,
             peer_bucket_ms: 60_000,
             min_cohort: 3,
@@ -143,6 +149,9 @@ impl FeatureConfig {
         }
         if self.phase_settle_ms < 0 {
             return Err(bad("phase_settle_ms", "must be >= 0"));
+        }
+        if self.phase_hold_ms < 0 {
+            return Err(bad("phase_hold_ms", "must be >= 0"));
         }
         if self.phase_confirm_samples == 0 {
             return Err(bad("phase_confirm_samples", "must be >= 1"));

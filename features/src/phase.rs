@@ -41,6 +41,16 @@ impl Phase {
         }
     }
 
+    /// How much work the phase is: idle < light < inference < training.
+    fn load(self) -> u8 {
+        match self {
+            Phase::Idle => 0,
+            Phase::Light => 1,
+            Phase::Inference => 2,
+            Phase::Training => 3,
+        }
+    }
+
     /// The numeric code used in the feature vector.
     pub fn code(self) -> u8 {
         self as u8
@@ -134,6 +144,10 @@ pub struct PhaseState {
     candidate: Phase,
     candidate_count: u8,
     initialized: bool,
+    /// Since when a lighter phase than a working one is suggested (a dip,
+    /// until it has lasted the hold).
+    #[serde(default)]
+    lighter_since_ms: Option<i64>,
 }
 
 impl Default for PhaseState {
@@ -145,6 +159,7 @@ impl Default for PhaseState {
             candidate: Phase::Idle,
             candidate_count: 0,
             initialized: false,
+            lighter_since_ms: None,
         }
     }
 }
@@ -152,7 +167,20 @@ impl Default for PhaseState {
 impl PhaseState {
     /// Feeds one sample's suggested phase; returns `Some(previous)` when the
     /// phase changed. The first sample of a GPU sets the phase directly.
-    pub fn update(&mut self, suggested: Phase, ts_ms: i64, confirm: u8) -> Option<Phase> {
+    /// A new phase needs `confirm` samples in a row; leaving a working
+    /// phase (training, inference) for a lighter one that is not idle
+    /// needs the lighter suggestions to have lasted `hold_ms` too: a
+    /// checkpoint or a lull in requests is a dip of the work, not its end.
+    /// (A job label's hint keeps a training job in training through its
+    /// dips; without a label, or with one that names no workload, only the
+    /// load tells. Idle is taken at once, as with a hint: the work ended.)
+    pub fn update(
+        &mut self,
+        suggested: Phase,
+        ts_ms: i64,
+        confirm: u8,
+        hold_ms: i64,
+    ) -> Option<Phase> {
         if !self.initialized {
             self.initialized = true;
             self.phase = suggested;
@@ -162,6 +190,7 @@ impl PhaseState {
         }
         if suggested == self.phase {
             self.candidate_count = 0;
+            self.lighter_since_ms = None;
             return None;
         }
         if suggested == self.candidate {
@@ -169,6 +198,15 @@ impl PhaseState {
         } else {
             self.candidate = suggested;
             self.candidate_count = 1;
+        }
+        let working = matches!(self.phase, Phase::Training | Phase::Inference);
+        if working && suggested != Phase::Idle && suggested.load() < self.phase.load() {
+            let since = *self.lighter_since_ms.get_or_insert(ts_ms);
+            if ts_ms - since < hold_ms {
+                return None;
+            }
+        } else {
+            self.lighter_since_ms = None;
         }
         if self.candidate_count < confirm {
             return None;
@@ -178,6 +216,7 @@ impl PhaseState {
         self.since_ms = ts_ms;
         self.changed = true;
         self.candidate_count = 0;
+        self.lighter_since_ms = None;
         Some(prev)
     }
 
@@ -223,14 +262,64 @@ mod tests {
     #[test]
     fn hysteresis_needs_confirmation() {
         let mut p = PhaseState::default();
-        assert_eq!(p.update(Phase::Idle, 0, 2), None);
-        assert_eq!(p.update(Phase::Training, 10, 2), None);
+        assert_eq!(p.update(Phase::Idle, 0, 2, 0), None);
+        assert_eq!(p.update(Phase::Training, 10, 2, 0), None);
         assert_eq!(p.phase, Phase::Idle);
-        assert_eq!(p.update(Phase::Training, 20, 2), Some(Phase::Idle));
+        assert_eq!(p.update(Phase::Training, 20, 2, 0), Some(Phase::Idle));
         assert_eq!((p.phase, p.since_ms), (Phase::Training, 20));
-        assert_eq!(p.update(Phase::Light, 30, 2), None);
-        assert_eq!(p.update(Phase::Training, 40, 2), None);
+        assert_eq!(p.update(Phase::Light, 30, 2, 0), None);
+        assert_eq!(p.update(Phase::Training, 40, 2, 0), None);
         assert_eq!(p.phase, Phase::Training);
         assert_eq!(p.age_ms(100), 80);
+    }
+
+    #[test]
+    fn a_dip_of_the_work_shorter_than_the_hold_keeps_the_phase() {
+        let (min, hold) = (60_000, 600_000);
+        let mut p = PhaseState::default();
+        p.update(Phase::Training, 0, 2, hold);
+        // A three-minute checkpoint: the load passes through inference and
+        // light; the phase holds (pending: comparable with neither).
+        for (i, s) in [Phase::Inference, Phase::Light, Phase::Light, Phase::Light]
+            .into_iter()
+            .enumerate()
+        {
+            assert_eq!(p.update(s, (10 + i as i64) * min, 2, hold), None);
+            assert!(p.pending());
+        }
+        assert_eq!(p.update(Phase::Training, 14 * min, 2, hold), None);
+        assert!(!p.pending());
+        // A lull longer than the hold is a change.
+        for m in 15..25 {
+            assert_eq!(p.update(Phase::Light, m * min, 2, hold), None, "{m}");
+        }
+        assert_eq!(
+            p.update(Phase::Light, 25 * min, 2, hold),
+            Some(Phase::Training)
+        );
+        // Back to work, then the job ends: idle is taken at once.
+        p.update(Phase::Training, 26 * min, 2, hold);
+        assert_eq!(
+            p.update(Phase::Training, 27 * min, 2, hold),
+            Some(Phase::Light)
+        );
+        assert_eq!(p.update(Phase::Idle, 29 * min, 2, hold), None);
+        assert_eq!(
+            p.update(Phase::Idle, 30 * min, 2, hold),
+            Some(Phase::Training)
+        );
+        // Work starting is taken at once (two samples).
+        assert_eq!(p.update(Phase::Inference, 31 * min, 2, hold), None);
+        assert_eq!(
+            p.update(Phase::Inference, 32 * min, 2, hold),
+            Some(Phase::Idle)
+        );
+        // A dip, then more work: no hold up.
+        assert_eq!(p.update(Phase::Light, 33 * min, 2, hold), None);
+        assert_eq!(p.update(Phase::Training, 34 * min, 2, hold), None);
+        assert_eq!(
+            p.update(Phase::Training, 35 * min, 2, hold),
+            Some(Phase::Inference)
+        );
     }
 }

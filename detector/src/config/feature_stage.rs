@@ -40,6 +40,9 @@ pub struct RawFeatures {
     pub resid_tau_ms: Option<i64>,
     /// Consecutive samples a new phase must hold before it is taken.
     pub phase_confirm_samples: Option<u8>,
+    /// How long less work than a working phase must last to leave it.
+    pub phase_hold: Option<ConfigDuration>,
+    pub phase_hold_ms: Option<i64>,
     /// How long a GPU settles after a phase change.
     pub phase_settle: Option<ConfigDuration>,
     pub phase_settle_ms: Option<i64>,
@@ -141,6 +144,12 @@ impl RawFeatures {
             phase_confirm_samples: self
                 .phase_confirm_samples
                 .unwrap_or(d.phase_confirm_samples),
+            phase_hold_ms: ms.get(
+                "phase_hold",
+                self.phase_hold,
+                self.phase_hold_ms,
+                d.phase_hold_ms,
+            )?,
             phase_settle_ms: ms.get(
                 "phase_settle",
                 self.phase_settle,

@@ -179,7 +179,10 @@ impl Parts<'_> {
         let util_s = st.util_smooth.update(util, UTIL_ALPHA);
         let suggested = phase::classify(util_s, power_frac, fb_frac, st.job_hint);
         let prev_since = st.phase.since_ms;
-        if let Some(from) = st.phase.update(suggested, ts, cfg.phase_confirm_samples) {
+        if let Some(from) =
+            st.phase
+                .update(suggested, ts, cfg.phase_confirm_samples, cfg.phase_hold_ms)
+        {
             st.events.bump(EventKind::PhaseChange);
             st.links_valid = false;
             events.push(FeatureEvent::PhaseChange {
