@@ -24,7 +24,8 @@
 //!   change of phase are not judged;
 //! - the feature stage's temperature residual (`gpu_temp_resid`, against
 //!   one model per SKU and phase) against the GPU's peers ([`peers`]):
-//!   less the common part of its host's GPUs in its job and phase, which takes out
+//!   less the common part of its host's GPUs in its job (without a label,
+//!   those that entered the phase with it) and phase, which takes out
 //!   the room's and the workload's swings that the expectation misses, so
 //!   its spread is small and its baseline is judged after half an hour of
 //!   a phase (a cooling fault 1.2 h into a GPU's first training phase was
@@ -331,8 +332,8 @@ impl ChangeDetector {
         if row.ts_ms - self.median_at_ms >= 3_600_000 {
             self.median_at_ms = row.ts_ms;
             self.refresh_medians();
-            self.groups.prune(bucket - 2);
-            self.air.prune(bucket - 2);
+            self.groups.prune(bucket - 2, row.ts_ms);
+            self.air.prune(bucket - 2, row.ts_ms);
         }
         let median = self.median.get(at).copied().unwrap_or([None; 3]);
         let upper = self.upper.get(at).copied().unwrap_or([None; 3]);
@@ -419,10 +420,10 @@ impl ChangeDetector {
                     MIXED
                 };
                 if sig == Signal::ThermalPeer {
-                    // Its group: host and job (a bucket that changes
-                    // either is not judged either).
-                    let key =
-                        peers::group_key(row.topo.host.as_deref(), row.topo.job.as_deref(), ph);
+                    // Its group: host and job, or the GPUs that entered
+                    // the phase with it (a bucket that changes group is
+                    // not judged either).
+                    let key = self.groups.row_key(row, ph);
                     if st.n > 0 && st.group != key {
                         st.phase = MIXED;
                     }

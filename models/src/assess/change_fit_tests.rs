@@ -39,6 +39,8 @@ fn run_in(
     let mut d = ChangeDetector::default();
     let mut rng = SimRng::seed_from_u64(31);
     let mut warned = vec![None; GPUS.len()];
+    // Each GPU's phase and when it entered it (the feature stage's age).
+    let mut entered = [(f32::NAN, 0i64); GPUS.len()];
     for i in 0..(hours * 120.0) as i64 {
         let h = i as f64 / 120.0;
         let air = 27.0 + 3.0 * (2.0 * std::f64::consts::PI * h / 24.0).sin();
@@ -51,7 +53,12 @@ fn run_in(
             values[Col::GpuTemp as usize] = t.round() as f32;
             values[Col::PowerEwma as usize] = p as f32;
             values[Col::GpuTempResid as usize] = (t - air - 0.07 * p) as f32;
-            values[Col::PhaseCode as usize] = if p < 150.0 { 0.0 } else { 2.0 };
+            let phase = if p < 150.0 { 0.0 } else { 2.0 };
+            if entered[k].0 != phase {
+                entered[k] = (phase, i * STEP_MS);
+            }
+            values[Col::PhaseCode as usize] = phase;
+            values[Col::PhaseAgeS as usize] = ((i * STEP_MS - entered[k].1) / 1000) as f32;
             let mut row = FeatureRow {
                 ts_ms: i * STEP_MS,
                 gpu: format!("GPU-{k}").as_str().into(),
@@ -137,6 +144,22 @@ fn a_step_in_a_gpus_first_hours_is_not_learnt_before_it_warns() {
     let fault = |k: usize, h: f64| if k == 1 && h >= 2.5 { 0.06 } else { 0.0 };
     let warned = run_in(Some("job-1"), 20.0, &|_, h| Some(training(h)), &fault);
     let (at, why) = only_gpu_1(&warned);
+    assert!(at < 12.0, "flagged {:.2} h after", at - 2.5);
+    assert!(why.contains("host's other GPUs"), "{why}");
+}
+
+#[test]
+fn without_a_job_label_the_gpus_that_started_together_are_peers() {
+    // The step above on GPUs whose telemetry names no job (the label is
+    // optional): they idled, then started training in the same minute,
+    // so they are taken for one job and judge one another. GPU-5 started
+    // later: another job, nobody's peer.
+    let load = |k: usize, h: f64| {
+        let start = if k == 5 { 1.5 } else { 1.0 };
+        Some(if h < start { 60.0 } else { training(h) })
+    };
+    let fault = |k: usize, h: f64| if k == 1 && h >= 2.5 { 0.06 } else { 0.0 };
+    let (at, why) = only_gpu_1(&run(20.0, &load, &fault));
     assert!(at < 12.0, "flagged {:.2} h after", at - 2.5);
     assert!(why.contains("host's other GPUs"), "{why}");
 }
