@@ -131,6 +131,10 @@ pub struct SimConfig {
     /// all, as from a dcgm-exporter without a scheduler mapping (the
     /// label is optional in the input contract).
     pub job_labels: bool,
+    /// Job labels name no workload (`job-…`, as Slurm job ids and many pod
+    /// names do) instead of `train-…` / `infer-…`: phases then come from
+    /// the load alone, as without labels, while the job peers remain.
+    pub opaque_job_names: bool,
 }
 
 impl Default for SimConfig {
@@ -149,6 +153,7 @@ impl Default for SimConfig {
             racks_per_cluster: 8,
             rack_incident: false,
             job_labels: true,
+            opaque_job_names: false,
         }
     }
 }

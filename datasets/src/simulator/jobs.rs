@@ -154,7 +154,11 @@ pub(crate) fn make_job(
         (false, _, false) => ("infer-embed", 3),
     };
     counters[slot] += 1;
-    let name: Arc<str> = format!("{prefix}-{}", counters[slot]).into();
+    let name: Arc<str> = if cfg.opaque_job_names {
+        format!("job-{}{:05}", slot, counters[slot]).into()
+    } else {
+        format!("{prefix}-{}", counters[slot]).into()
+    };
     let kind = if training {
         JobKind::Training
     } else {

@@ -347,6 +347,33 @@ fn idle_training_and_inference_look_different() {
 }
 
 #[test]
+fn opaque_job_names_say_nothing_of_the_workload() {
+    // Same fleet and jobs, labels like Slurm job ids: one `job-…` per
+    // named job, none of them with a hint the feature stage would read.
+    let named = run(small(Scenario::Quiet, 64, 6.0)).1;
+    let opaque = run(SimConfig {
+        opaque_job_names: true,
+        ..small(Scenario::Quiet, 64, 6.0)
+    })
+    .1;
+    assert_eq!(named.len(), opaque.len());
+    let mut map: HashMap<&str, &str> = HashMap::new();
+    for (a, b) in named.iter().zip(&opaque) {
+        assert_eq!(a.topo.job.is_some(), b.topo.job.is_some());
+        if let (Some(a), Some(b)) = (a.topo.job.as_deref(), b.topo.job.as_deref()) {
+            assert!(b.starts_with("job-"), "{b}");
+            assert_eq!(
+                features::phase::JobHint::from_job(Some(b)),
+                features::phase::JobHint::None,
+                "{b}"
+            );
+            assert_eq!(*map.entry(a).or_insert(b), b, "one name per job");
+        }
+    }
+    assert!(map.len() >= 2, "{map:?}");
+}
+
+#[test]
 fn dirty_runs_drop_duplicate_reorder_and_corrupt() {
     let cfg = SimConfig {
         gpus: 64,

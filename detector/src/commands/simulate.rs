@@ -89,6 +89,10 @@ pub struct SimulateArgs {
     /// scheduler mapping).
     #[arg(long)]
     pub no_job_labels: bool,
+    /// Name jobs `job-…` instead of `train-…` / `infer-…` (labels that say
+    /// nothing of the workload, as Slurm job ids and many pod names).
+    #[arg(long, conflicts_with = "no_job_labels")]
+    pub opaque_job_names: bool,
     /// Serve the fleet as a dcgm-exporter `/metrics` endpoint on this
     /// address (e.g. 127.0.0.1:9400) instead of writing files; `--start`
     /// defaults to now. Runs until killed.
@@ -207,6 +211,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         dirty: args.dirty,
         rack_incident: args.rack_incident,
         job_labels: !args.no_job_labels,
+        opaque_job_names: args.opaque_job_names,
         ..SimConfig::default()
     };
     if let Some(name) = &args.scenario {

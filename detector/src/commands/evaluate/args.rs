@@ -105,4 +105,9 @@ pub struct ScenarioArgs {
     /// scheduler mapping): how detection holds up with no job peers.
     #[arg(long)]
     pub no_job_labels: bool,
+    /// Simulate job labels that name no workload (`job-…`, as Slurm job
+    /// ids and many pod names do): workload phases then come from the
+    /// load alone, while the job peers remain.
+    #[arg(long, conflicts_with = "no_job_labels")]
+    pub opaque_job_names: bool,
 }

@@ -66,6 +66,7 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
     let mut outcomes = Vec::new();
     for mut run in runs {
         run.config.job_labels = !sa.no_job_labels;
+        run.config.opaque_job_names = sa.opaque_job_names;
         let started = Instant::now();
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut sim =
