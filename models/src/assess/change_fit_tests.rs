@@ -36,6 +36,18 @@ fn run_in(
     load: &Load,
     fault: &dyn Fn(usize, f64) -> f64,
 ) -> Vec<Option<(f64, String)>> {
+    run_drifting(job, hours, load, fault, &|_| 0.0)
+}
+
+/// [`run_in`], every GPU's residual off by `drift` (°C at an hour): the
+/// feature stage's expectation drifting as it learns, the same for all.
+fn run_drifting(
+    job: Option<&str>,
+    hours: f64,
+    load: &Load,
+    fault: &dyn Fn(usize, f64) -> f64,
+    drift: &dyn Fn(f64) -> f64,
+) -> Vec<Option<(f64, String)>> {
     let mut d = ChangeDetector::default();
     let mut rng = SimRng::seed_from_u64(31);
     let mut warned = vec![None; GPUS.len()];
@@ -52,7 +64,7 @@ fn run_in(
             values[Col::IntervalS as usize] = 30.0;
             values[Col::GpuTemp as usize] = t.round() as f32;
             values[Col::PowerEwma as usize] = p as f32;
-            values[Col::GpuTempResid as usize] = (t - air - 0.07 * p) as f32;
+            values[Col::GpuTempResid as usize] = (t - air - 0.07 * p + drift(h)) as f32;
             let phase = if p < 150.0 { 0.0 } else { 2.0 };
             if entered[k].0 != phase {
                 entered[k] = (phase, i * STEP_MS);
@@ -162,6 +174,24 @@ fn without_a_job_label_the_gpus_that_started_together_are_peers() {
     let (at, why) = only_gpu_1(&run(20.0, &load, &fault));
     assert!(at < 12.0, "flagged {:.2} h after", at - 2.5);
     assert!(why.contains("host's other GPUs"), "{why}");
+}
+
+#[test]
+fn a_drift_of_every_gpus_residual_is_nobodys_fault() {
+    // Every GPU's residual rises 6 °C over the job's first ten hours (an
+    // expectation still learning): each GPU's own level follows it with a
+    // lag, and the common part taken less those levels lagged with it;
+    // each GPU then read as warmer than its peers. Nobody is.
+    let drift = |h: f64| {
+        if h < 2.0 {
+            -6.0
+        } else {
+            -6.0 + 0.6 * (h - 2.0).min(10.0)
+        }
+    };
+    let load = |_: usize, h: f64| Some(if h < 2.0 { 60.0 } else { training(h) });
+    let warned = run_drifting(Some("job-1"), 20.0, &load, &|_, _| 0.0, &drift);
+    assert!(warned.iter().all(Option::is_none), "{warned:?}");
 }
 
 #[test]

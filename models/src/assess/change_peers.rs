@@ -6,11 +6,13 @@
 //! judged once its peers' are in (one bucket later).
 //!
 //! The common part is the median of the members' residuals *each less its
-//! own usual level* (its usual residual in that phase, kept by [`super::fit`]): GPUs
+//! usual place among them* (this signal's baseline in that phase; in a
+//! phase's first hour, its usual residual, kept by [`super::fit`]): GPUs
 //! keep steady offsets of a few degrees from one another (heat sinks,
 //! places in the chassis), so a plain median of the residuals jumped by
 //! 2–3 °C whenever a member left or joined the group and the GPUs that
-//! stayed read as stepped. Host and job both: GPUs of one host in
+//! stayed read as stepped; and a GPU's usual residual follows whatever the
+//! whole group does, so a median less those lagged every common drift. Host and job both: GPUs of one host in
 //! different jobs differ by their workloads, GPUs of one job on different
 //! hosts by their air. Without a job label (the label is optional), the
 //! GPUs of a host that entered the phase within [`COHORT_JOIN_MS`] of one
@@ -27,6 +29,11 @@ use super::{ChangeConfig, MIXED, Signal, Stat};
 /// Hours of a phase the `Thermal` baseline needs before the GPU's
 /// residual, less that baseline, counts in its group's common part.
 const LEVEL_MIN_H: f64 = 0.25;
+
+/// Hours of a phase after which a GPU counts in its group's common part
+/// less its usual place among them (the peer signal's baseline), not less
+/// its own residual's level.
+const OFFSET_AFTER_H: f64 = 1.0;
 
 /// Closes a GPU's bucket of the peer signal: its mean, less its usual
 /// level (`levels`: its usual residual per phase, [`super::fit`]), joins
@@ -46,7 +53,17 @@ pub(super) fn close(
             if let Some(&(level, seen_h)) = levels.get(usize::from(st.phase))
                 && seen_h >= LEVEL_MIN_H
             {
-                groups.push(key, st.bucket, m - level);
+                // Once the GPU has its usual place among its peers, that
+                // place is its level: its own residual's level follows
+                // what the whole group does (a young expectation model
+                // drifting under a job, the room), so the common part
+                // less it lagged every common drift, and a drift of +6 °C
+                // over a job read as each GPU's own.
+                let usual = match st.phases.get(usize::from(st.phase)) {
+                    Some(&(place, _, h)) if seen_h >= OFFSET_AFTER_H && h > 0.0 => place,
+                    _ => level,
+                };
+                groups.push(key, st.bucket, m - usual);
             }
             Some((st.bucket, m, key, st.phase))
         }
