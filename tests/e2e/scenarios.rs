@@ -25,6 +25,15 @@ fn reduced_scenario_suite_without_job_labels_meets_every_target() {
     meets_every_target(&["--no-job-labels"]);
 }
 
+/// The same suite with job labels that name no workload (`job-…`, as
+/// Slurm job ids and many pod names): phases come from load alone while
+/// the job peers remain. With such labels checkpoint dips once flapped
+/// every training GPU's phase and doubled the false warnings.
+#[test]
+fn reduced_scenario_suite_with_opaque_job_names_meets_every_target() {
+    meets_every_target(&["--opaque-job-names"]);
+}
+
 fn meets_every_target(extra: &[&str]) {
     let (summary, ok) = run_suite(extra);
     let missed: Vec<String> = summary["targets"]
