@@ -388,11 +388,7 @@ impl Simulator {
                         rack: Some(info.rack.clone()),
                         cluster: Some(info.cluster.clone()),
                         model: Some(info.model.clone()),
-                        job: if self.cfg.job_labels {
-                            job_name.cloned()
-                        } else {
-                            None
-                        },
+                        job: job_name.filter(|_| self.cfg.job_labels).cloned(),
                     },
                     metrics,
                     extra: Vec::new(),

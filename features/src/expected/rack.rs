@@ -55,19 +55,18 @@ const STEADY_MIN_W: f32 = 12.0;
 const MAX_LEVERAGE: f64 = 0.01;
 
 /// A SKU's slope of temperature over power, °C/W, and the regression it
-/// comes from (`None`: not ready).
+/// comes from.
 #[derive(Debug, Clone, Copy)]
 struct Slope<'a> {
     per_w: f64,
-    fit: Option<&'a Rls>,
+    fit: &'a Rls,
 }
 
 impl Slope<'_> {
     /// Whether the regression learnt enough at `power` (W) to carry an
     /// offset there.
     fn reaches(&self, power: f64) -> bool {
-        self.fit
-            .is_some_and(|m| m.leverage(&[1.0, power / 100.0, 0.0, 0.0]) <= MAX_LEVERAGE)
+        self.fit.leverage(&[1.0, power / 100.0, 0.0, 0.0]) <= MAX_LEVERAGE
     }
 }
 
@@ -168,9 +167,10 @@ impl AirBaseline {
             // leave the training phase and are not learnt) read 0.092 °C/W
             // across GPUs, and every GPU of a driver reload's hosts read
             // +15 °C at its first idle: a false rack page.
+            let carries = fit.reaches(power);
             let known = (0..PHASE_COUNT)
                 .filter(|&q| q != p && self.n[q] > READY_SAMPLES)
-                .filter(|&q| fit.reaches(f64::from(self.power[q])) && fit.reaches(power))
+                .filter(|&q| carries && fit.reaches(f64::from(self.power[q])))
                 .max_by_key(|&q| self.n[q]);
             if let Some(q) = known {
                 let dp = power - f64::from(self.power[q]);
@@ -346,15 +346,11 @@ impl RackAir {
         let steady = (inp.power_w - inp.power_ewma_w).abs()
             <= (STEADY_FRACTION * inp.power_ewma_w).max(STEADY_MIN_W);
         let (t, pw) = (f64::from(inp.gpu_temp), f64::from(inp.power_ewma_w));
-        let shift = if inp.settled
-            && steady
-            && slope.per_w.is_finite()
-            && t.is_finite()
-            && pw.is_finite()
-        {
-            air.shift_and_learn(t, pw, slope, usize::from(inp.phase), alphas)
-        } else {
-            f32::NAN
+        let shift = match slope {
+            Some(slope) if inp.settled && steady && t.is_finite() && pw.is_finite() => {
+                air.shift_and_learn(t, pw, slope, usize::from(inp.phase), alphas)
+            }
+            _ => f32::NAN,
         };
         let bucket_ms = self.bucket_ms;
         let Some(r) = self.racks.get_mut(id) else {
@@ -376,16 +372,12 @@ impl RackAir {
         (shift, closed)
     }
 
-    /// The SKU's slope of temperature over power (NaN until its
+    /// The SKU's slope of temperature over power (`None` until its
     /// regression is ready); trains it when `inp.learn`.
-    fn slope(&mut self, sku: u32, inp: &RackInput, cfg: &FeatureConfig) -> Slope<'_> {
+    fn slope(&mut self, sku: u32, inp: &RackInput, cfg: &FeatureConfig) -> Option<Slope<'_>> {
         let i = sku as usize;
-        let none = Slope {
-            per_w: f64::NAN,
-            fit: None,
-        };
         if sku == u32::MAX {
-            return none;
+            return None;
         }
         if self.models.len() <= i {
             self.models.resize_with(i + 1, || Rls::new(2));
@@ -398,14 +390,14 @@ impl RackAir {
             // the slope is not identifiable, and a forgetting fit wanders.
             model.update(&[1.0, p / 100.0, 0.0, 0.0], y, 1.0, cfg.rls_warmup);
         }
-        if model.ready(cfg.rls_warmup) {
-            Slope {
+        let model = &*model;
+        model
+            .ready(cfg.rls_warmup)
+            .then(|| Slope {
                 per_w: model.predict(&[0.0, 1.0, 0.0, 0.0]) / 100.0,
-                fit: Some(model),
-            }
-        } else {
-            none
-        }
+                fit: model,
+            })
+            .filter(|s| s.per_w.is_finite())
     }
 
     /// Drops racks with no sample for `idle_buckets` buckets.

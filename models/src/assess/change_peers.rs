@@ -12,11 +12,12 @@
 //! places in the chassis), so a plain median of the residuals jumped by
 //! 2–3 °C whenever a member left or joined the group and the GPUs that
 //! stayed read as stepped; and a GPU's usual residual follows whatever the
-//! whole group does, so a median less those lagged every common drift. Host and job both: GPUs of one host in
-//! different jobs differ by their workloads, GPUs of one job on different
-//! hosts by their air. Without a job label (the label is optional), the
-//! GPUs of a host that entered the phase within [`COHORT_JOIN_MS`] of one
-//! another stand for a job ([`HostGroups::key`]).
+//! whole group does, so a median less those lagged every common drift.
+//! Host and job both: GPUs of one host in different jobs differ by their
+//! workloads, GPUs of one job on different hosts by their air. Without a
+//! job label (the label is optional), the GPUs of a host that entered the
+//! phase within [`COHORT_JOIN_MS`] of one another stand for a job
+//! ([`HostGroups::key`]).
 
 use features::hash::{FxBuild, fnv1a, fnv1a_keyed};
 use features::{Col, FeatureRow};
@@ -36,9 +37,9 @@ const LEVEL_MIN_H: f64 = 0.25;
 const OFFSET_AFTER_H: f64 = 1.0;
 
 /// Closes a GPU's bucket of the peer signal: its mean, less its usual
-/// level (`levels`: its usual residual per phase, [`super::fit`]), joins
-/// its group, and the bucket before (whose group is complete now) is
-/// judged.
+/// place among its peers (in a phase's first hour its usual residual,
+/// `levels`, per phase, from [`super::fit`]), joins its group, and the
+/// bucket before (whose group is complete now) is judged.
 pub(super) fn close(
     cfg: &ChangeConfig,
     st: &mut Stat,
@@ -139,8 +140,8 @@ impl HostGroups {
     /// by all at once: until then a host's GPUs in one phase are one
     /// group. Grouping them only after a change of phase cost 2 of 256
     /// failures warned ≥ 1 h ahead on eight seeds, no false warning
-    /// fewer: each GPU is judged less its own usual level, which takes
-    /// out the steady difference two jobs make.)
+    /// fewer: each member counts less its usual place among them, which
+    /// takes out the steady difference two jobs make.)
     pub(super) fn key(
         &mut self,
         host: Option<&str>,
