@@ -7,7 +7,7 @@
 //! ```text
 //! cargo run -p evaluation --bin reference -- --scenario random_precursors --seed 1
 //!     [--reduced] [--rho 32] [--temp-k 1.5] [--temp-half-life 6] [--temp-sd-floor 1]
-//!     [--forewarn DIR] [--json FILE] [--held-back]
+//!     [--interval SECONDS] [--forewarn DIR] [--json FILE] [--held-back]
 //! ```
 //!
 //! Seeds from 100 are held back for the final judgement of issue #29: they
@@ -36,6 +36,9 @@ struct Args {
     forewarn: Option<PathBuf>,
     json: Option<PathBuf>,
     held_back: bool,
+    /// The simulated fleet's sampling interval (s), as `forewarn evaluate
+    /// --interval`; the scenario's own when absent.
+    interval: Option<u32>,
 }
 
 fn number(flag: &str, v: &str) -> Result<f64, String> {
@@ -55,6 +58,7 @@ fn parse() -> Result<Args, String> {
         forewarn: None,
         json: None,
         held_back: false,
+        interval: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -78,6 +82,15 @@ fn parse() -> Result<Args, String> {
             "--temp-k" => a.temp.k = number(&flag, &value()?)?,
             "--temp-half-life" => a.temp.half_life_h = number(&flag, &value()?)?,
             "--temp-sd-floor" => a.temp.sd_floor_c = number(&flag, &value()?)?,
+            "--interval" => {
+                let v = value()?;
+                a.interval = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|s: &u32| (1..=3600).contains(s))
+                        .ok_or(format!("--interval: needs seconds in 1..=3600, got {v:?}"))?,
+                );
+            }
             "--forewarn" => a.forewarn = Some(value()?.into()),
             "--json" => a.json = Some(value()?.into()),
             "--reduced" => a.reduced = true,
@@ -107,11 +120,14 @@ fn main() -> ExitCode {
 
 fn run(a: &Args) -> Result<(), String> {
     let started = Instant::now();
-    let sc = scenarios::scenario(&a.scenario, a.seed, a.reduced).ok_or(format!(
+    let mut sc = scenarios::scenario(&a.scenario, a.seed, a.reduced).ok_or(format!(
         "unknown scenario {:?}; known: {}",
         a.scenario,
         scenarios::NAMES.join(", ")
     ))?;
+    if let Some(i) = a.interval {
+        sc.config.interval_s = i;
+    }
     let settings = Settings {
         rho: a.rho,
         temp: a.temp,

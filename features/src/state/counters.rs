@@ -9,6 +9,14 @@
 //! violation counters (DCGM reports them in nanoseconds: `dcgm_fields.h`,
 //! "Power Violation time in ns") and watts for the
 //! energy counter (millijoules).
+//!
+//! A rate is measured over at least [`RATE_SPAN_MS`] (30 s, dcgm-exporter's
+//! default cadence), not over the latest interval alone: at a 10 s or 1 s
+//! cadence one correctable error in one interval would read 360/h or
+//! 3,600/h, and the level rules, which judge rates, would page on a reading
+//! the default cadence shows as 120/h. At 30 s and slower the span is the
+//! latest interval, as it always was; faster, it is 30–60 s of readings.
+//! Deltas stay per interval (the change tests sum them into buckets).
 
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +64,9 @@ pub const TRACKED: [(Field, RateUnit); 16] = [
     (Field::EccDbeAggTotal, RateUnit::PerHour),
 ];
 
+/// Slot of the aggregate single-bit ECC count (the double-bit one follows).
+pub const AGG_SBE: usize = 14;
+
 /// Number of tracked counters.
 pub const COUNTERS: usize = TRACKED.len();
 
@@ -63,7 +74,10 @@ pub const COUNTERS: usize = TRACKED.len();
 /// The first eleven slots are the error counters.
 pub const ERROR_COUNTERS: usize = 11;
 
-/// One counter of one GPU: 24 bytes.
+/// The least time a rate is measured over (see the module docs).
+pub const RATE_SPAN_MS: i64 = 30_000;
+
+/// One counter of one GPU: 40 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Counter {
     /// Last raw value (f64: energy in mJ exceeds f32's exact range).
@@ -72,8 +86,24 @@ pub struct Counter {
     last_ts_ms: i64,
     /// Delta of the latest interval (NaN at first value and at a reset).
     pub delta: f32,
-    /// Rate of the latest interval in its [`RateUnit`]; never negative.
+    /// Rate since the base reading in its [`RateUnit`]; never negative.
     pub rate: f32,
+    /// The reading the rate is measured from, as (ms, growth) since it,
+    /// and a newer one that takes its place once it is [`RATE_SPAN_MS`]
+    /// old (so the span stays within one to two spans). Negative ms: none
+    /// (a snapshot of an older build), the rate is the latest interval's.
+    #[serde(default = "no_mark")]
+    base: Mark,
+    #[serde(default = "no_mark")]
+    next: Mark,
+}
+
+/// A reading a rate is measured from: ms and growth since it (relative,
+/// so that it fits in 8 bytes).
+type Mark = (i32, f32);
+
+fn no_mark() -> Mark {
+    (-1, 0.0)
 }
 
 impl Default for Counter {
@@ -83,6 +113,8 @@ impl Default for Counter {
             last_ts_ms: i64::MIN,
             delta: f32::NAN,
             rate: f32::NAN,
+            base: no_mark(),
+            next: no_mark(),
         }
     }
 }
@@ -104,21 +136,44 @@ impl Counter {
         if self.last_ts_ms == i64::MIN {
             self.last = value;
             self.last_ts_ms = ts_ms;
+            (self.base, self.next) = ((0, 0.0), (0, 0.0));
             return CounterUpdate::First;
         }
         let from = self.last;
-        let dt = (ts_ms - self.last_ts_ms) as f64;
+        let dt = ts_ms - self.last_ts_ms;
         self.last = value;
         self.last_ts_ms = ts_ms;
         if value < from {
             self.delta = f32::NAN;
             self.rate = f32::NAN;
+            (self.base, self.next) = ((0, 0.0), (0, 0.0));
             return CounterUpdate::Reset { from, to: value };
         }
         let delta = value - from;
         self.delta = delta as f32;
-        self.rate = if dt > 0.0 {
-            unit.rate(delta, dt) as f32
+        let dt32 = i32::try_from(dt).unwrap_or(i32::MAX);
+        let age = |m: Mark| {
+            if m.0 < 0 {
+                (dt32, delta as f32)
+            } else {
+                (m.0.saturating_add(dt32), m.1 + delta as f32)
+            }
+        };
+        (self.base, self.next) = (age(self.base), age(self.next));
+        // The newer mark becomes the base once it is a span old; the
+        // current reading is the next candidate then.
+        if i64::from(self.next.0) >= RATE_SPAN_MS {
+            (self.base, self.next) = (self.next, (0, 0.0));
+        }
+        let (span, growth) = self.base;
+        // Over the latest interval alone, the exact f64 delta.
+        let growth = if i64::from(span) == dt {
+            delta
+        } else {
+            f64::from(growth)
+        };
+        self.rate = if span > 0 {
+            unit.rate(growth, f64::from(span)) as f32
         } else {
             f32::NAN
         };
@@ -175,6 +230,35 @@ mod tests {
         v.update(0.0, 0, RateUnit::TimeFraction);
         v.update(15e9, 30_000, RateUnit::TimeFraction);
         assert_eq!(v.rate, 0.5);
+    }
+
+    #[test]
+    fn a_fast_cadence_reads_a_rate_over_thirty_seconds_at_least() {
+        // One error in one 10 s interval reads 120/h (one in 30 s), not
+        // 360/h; at 30 s and slower the rate is the latest interval's.
+        let mut fast = Counter::default();
+        fast.update(0.0, 0, RateUnit::PerHour);
+        let mut rates = Vec::new();
+        for (i, v) in [0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0].iter().enumerate() {
+            fast.update(*v, 10_000 * (i as i64 + 1), RateUnit::PerHour);
+            rates.push(fast.rate);
+        }
+        assert_eq!(fast.delta, 0.0);
+        assert!(rates.iter().all(|r| *r <= 120.0), "{rates:?}");
+        assert_eq!(rates[2], 120.0, "the error, over the 30 s since the base");
+        assert_eq!(rates[3], 90.0, "over the 40 s since the same base");
+        assert_eq!(rates[7], 0.0, "the error is over a span ago");
+        let mut slow = Counter::default();
+        slow.update(0.0, 0, RateUnit::PerHour);
+        slow.update(1.0, 60_000, RateUnit::PerHour);
+        assert_eq!(slow.rate, 60.0);
+        slow.update(1.0, 120_000, RateUnit::PerHour);
+        assert_eq!(slow.rate, 0.0);
+        // After a reset the rate counts from the new base.
+        slow.update(0.0, 150_000, RateUnit::PerHour);
+        assert!(slow.rate.is_nan());
+        slow.update(2.0, 180_000, RateUnit::PerHour);
+        assert_eq!(slow.rate, 240.0);
     }
 
     proptest! {

@@ -110,4 +110,15 @@ pub struct ScenarioArgs {
     /// load alone, while the job peers remain.
     #[arg(long, conflicts_with = "no_job_labels")]
     pub opaque_job_names: bool,
+    /// Seconds between two samples of one GPU in the simulated fleets
+    /// (default: each scenario's own, 30 s): how detection holds up at
+    /// another exporter's cadence.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub interval: Option<u32>,
+    /// Leave these DCGM fields out of every simulated sample (names as
+    /// dcgm-exporter writes them, comma-separated or repeated): how
+    /// detection holds up on a counters list without them, e.g.
+    /// dcgm-exporter's default, which has no ECC or NVLink error counts.
+    #[arg(long, value_delimiter = ',', value_name = "FIELD")]
+    pub omit_field: Vec<String>,
 }

@@ -63,10 +63,24 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
     let model = crate::commands::train::load_model(args.model.as_deref())?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
+    let omit = sa
+        .omit_field
+        .iter()
+        .map(|n| {
+            features::Field::from_name(n.trim()).with_context(|| {
+                format!(
+                    "--omit-field: unknown DCGM field {n:?} (e.g. DCGM_FI_DEV_ECC_SBE_VOL_TOTAL)"
+                )
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut outcomes = Vec::new();
     for mut run in runs {
         run.config.job_labels = !sa.no_job_labels;
         run.config.opaque_job_names = sa.opaque_job_names;
+        if let Some(i) = sa.interval {
+            run.config.interval_s = i;
+        }
         let started = Instant::now();
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut sim =
@@ -82,6 +96,11 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
                 let mut buf = Vec::new();
                 let mut batch = Vec::with_capacity(crate::sources::BATCH + 512);
                 while sim.next_tick(&mut buf).is_some() {
+                    for s in &mut buf {
+                        for f in &omit {
+                            s.metrics.clear(*f);
+                        }
+                    }
                     batch.append(&mut buf);
                     for m in sim.malformed() {
                         let out = features::decode(&m, 0);
