@@ -144,6 +144,42 @@ fn counter_reset_is_an_event_not_a_negative_rate() {
 }
 
 #[test]
+fn the_aggregate_ecc_count_stands_in_for_a_missing_volatile_one() {
+    // A counters list with DCGM_FI_DEV_ECC_*_AGG_TOTAL only: the ECC
+    // columns (the rules' and change tests' input) follow the aggregate.
+    let mut e = engine();
+    let stream: Vec<Sample> = (0..6)
+        .map(|k| {
+            let mut s = sample("GPU-a", "h1", k, false, None);
+            s.metrics.clear(Field::EccSbeVolTotal);
+            s.metrics.clear(Field::EccDbeVolTotal);
+            s.metrics.set(Field::EccSbeAggTotal, 100.0 + 2.0 * k as f64);
+            s.metrics
+                .set(Field::EccDbeAggTotal, if k < 5 { 3.0 } else { 4.0 });
+            s
+        })
+        .collect();
+    let (rows, _) = run(&mut e, &stream);
+    assert!(rows[0].get(Col::EccSbeDelta).is_nan());
+    assert_eq!(rows[3].get(Col::EccSbeDelta), 2.0);
+    assert_eq!(rows[3].get(Col::EccSbeRate), 240.0);
+    assert_eq!(rows[4].get(Col::EccDbeDelta), 0.0);
+    assert_eq!(rows[5].get(Col::EccDbeDelta), 1.0, "a new double-bit error");
+    // With both, the volatile count is the one read.
+    let mut both = engine();
+    let s: Vec<Sample> = (0..3)
+        .map(|k| {
+            let mut s = sample("GPU-b", "h1", k, false, None);
+            s.metrics
+                .set(Field::EccSbeAggTotal, 1000.0 + 50.0 * k as f64);
+            s
+        })
+        .collect();
+    let (rows, _) = run(&mut both, &s);
+    assert!(rows[2].get(Col::EccSbeDelta) < 50.0);
+}
+
+#[test]
 fn silence_gives_silent_then_gap_events() {
     let mut e = engine();
     let mut stream = Vec::new();

@@ -11,7 +11,7 @@ use crate::field::Field;
 use crate::peers::CohortLevel;
 use crate::sample::Sample;
 use crate::state::GpuState;
-use crate::state::counters::{CounterUpdate, ERROR_COUNTERS, TRACKED};
+use crate::state::counters::{AGG_SBE, CounterUpdate, ERROR_COUNTERS, TRACKED};
 use crate::state::smooth::EventKind;
 use crate::vector::{Col, FEATURE_COUNT};
 use crate::xid::{self, PendingXid, XidBlame, XidClass};
@@ -54,12 +54,22 @@ impl Parts<'_> {
             v[Col::EccSbeDelta as usize + slot] = c[slot].delta;
             v[Col::EccSbeRate as usize + slot] = c[slot].rate;
         }
+        // An exporter whose counters list has the aggregate (lifetime) ECC
+        // counts but not the volatile ones (dcgm-exporter ships neither by
+        // default; a site's own list may pick either): the aggregate's
+        // growth is the same errors, so the ECC columns come from it.
+        for (vol, agg) in [(0, AGG_SBE), (1, AGG_SBE + 1)] {
+            if !sample.metrics.has(TRACKED[vol].0) && sample.metrics.has(TRACKED[agg].0) {
+                v[Col::EccSbeDelta as usize + vol] = c[agg].delta;
+                v[Col::EccSbeRate as usize + vol] = c[agg].rate;
+            }
+        }
         v[Col::PowerViolationFrac as usize] = c[11].rate;
         v[Col::ThermalViolationFrac as usize] = c[12].rate;
         v[Col::EnergyPowerW as usize] = c[13].rate;
         let total = |slot: usize| c[slot].total().map_or(f32::NAN, |t| t as f32);
-        v[Col::EccSbeAggTotal as usize] = total(14);
-        v[Col::EccDbeAggTotal as usize] = total(15);
+        v[Col::EccSbeAggTotal as usize] = total(AGG_SBE);
+        v[Col::EccDbeAggTotal as usize] = total(AGG_SBE + 1);
         v[Col::RetiredPagesTotal as usize] = total(2) + total(3);
         v[Col::RemapCorrTotal as usize] = total(4);
         v[Col::RemapUncorrTotal as usize] = total(5);
