@@ -6,8 +6,9 @@
 //! crate that knows rdkafka and serves HTTP.
 //!
 //! Layout, leaves first (`scripts/check-cycles.sh` keeps it acyclic):
-//! - [`metrics`], [`checkpoint`], [`priority`], [`health`]: depend on
-//!   nothing else in the crate (health only on checkpoint's wall clock).
+//! - [`coverage`], [`metrics`], [`checkpoint`], [`priority`], [`health`]:
+//!   depend on nothing else in the crate (health only on checkpoint's wall
+//!   clock, metrics on coverage: which input signals the telemetry has).
 //! - [`risk_table`] and [`state`]: the shared data REST reads (risk table,
 //!   alert view, metrics, model status).
 //! - [`export`]: Parquet exports of what the pipeline saw and decided.
@@ -28,6 +29,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod coverage;
 pub mod export;
 pub mod faults;
 pub mod fleet;

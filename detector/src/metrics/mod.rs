@@ -40,6 +40,7 @@ pub const CHECKPOINT_SECONDS: &str = "forewarn_checkpoint_write_seconds";
 pub const SOURCE_PAUSES: &str = "forewarn_source_pauses_total";
 pub const COMPONENT_UP: &str = "forewarn_component_up";
 pub const KAFKA_BROKER_UP: &str = "forewarn_kafka_broker_up";
+pub const SIGNAL_PRESENT: &str = "forewarn_input_signal_present";
 
 /// Metrics a source keeps itself (remote-write requests, scrape targets),
 /// rendered as exposition text and appended to the page.
@@ -73,6 +74,8 @@ pub struct Metrics {
     pub checkpoints: AtomicU64,
     checkpoint_bytes: AtomicU64,
     pub checkpoint_latency: Histogram,
+    /// Which signals detection reads the input has carried.
+    pub coverage: crate::coverage::Coverage,
     /// Wall time of the newest batch the pipeline took in (0: none yet).
     last_ingest_ms: AtomicI64,
     /// The fleet's robust event time the pipeline reached (0: none yet).
@@ -105,6 +108,7 @@ impl Default for Metrics {
                 CHECKPOINT_SECONDS,
                 "Time to encode and write a checkpoint.",
             ),
+            coverage: crate::coverage::Coverage::default(),
             last_ingest_ms: AtomicI64::new(0),
             event_ms: AtomicI64::new(0),
         }
@@ -238,6 +242,12 @@ impl Metrics {
             GPUS,
             "GPUs known to the pipeline.",
             gauge(self.gpus.load(Relaxed)),
+        );
+        p.gauges(
+            SIGNAL_PRESENT,
+            "1 once any sample carried the signal (one of its DCGM fields), 0 while none has: detection that reads it is blind (docs/inputs/scrape.md, the counters list).",
+            "signal",
+            self.coverage.present(),
         );
         p.counters(
             DECODE_ERRORS,

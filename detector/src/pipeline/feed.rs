@@ -126,6 +126,15 @@ impl Feed {
         let admitted = self.admission.admit_into(&mut batch, into, wall);
         buffers::give(batch);
         let samples = self.account(admitted);
+        for s in self.state.metrics.coverage.observe(&samples) {
+            tracing::warn!(
+                signal = s.name,
+                fields = %s.field_names(),
+                "no sample in a quarter hour of telemetry carried {}: {}; add it to the exporter's counters list (docs/inputs/scrape.md)",
+                s.field_names(),
+                s.without
+            );
+        }
         let clock_ms = self.admission.clock_ms();
         // An empty batch (an idle source's new horizon) is not input.
         if had_input {
