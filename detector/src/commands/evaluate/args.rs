@@ -121,4 +121,9 @@ pub struct ScenarioArgs {
     /// dcgm-exporter's default, which has no ECC or NVLink error counts.
     #[arg(long, value_delimiter = ',', value_name = "FIELD")]
     pub omit_field: Vec<String>,
+    /// Mix dirty data into every scenario (as `simulate --dirty`: dropped
+    /// samples, duplicates, small reorders, malformed messages), not only
+    /// into `dirty_stream`.
+    #[arg(long)]
+    pub dirty: bool,
 }

@@ -78,6 +78,7 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
     for mut run in runs {
         run.config.job_labels = !sa.no_job_labels;
         run.config.opaque_job_names = sa.opaque_job_names;
+        run.config.dirty |= sa.dirty;
         if let Some(i) = sa.interval {
             run.config.interval_s = i;
         }
