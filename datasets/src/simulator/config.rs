@@ -98,8 +98,12 @@ impl Scenario {
 /// Everything that defines a simulated run. Same config → identical samples.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
-    /// Number of GPU slots; hosts hold 8, the last host may hold fewer.
+    /// Number of GPU slots; hosts hold `gpus_per_host`, the last may hold
+    /// fewer.
     pub gpus: usize,
+    /// GPUs per host: 8 (HGX / DGX servers) by default; 4 for many PCIe
+    /// servers. Fewer GPUs share a host's air and its job.
+    pub gpus_per_host: usize,
     /// Simulated duration in hours.
     pub hours: f64,
     /// Sampling interval in seconds (dcgm-exporter's default is 30 s).
@@ -141,6 +145,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             gpus: 1_000,
+            gpus_per_host: super::GPUS_PER_HOST,
             hours: 24.0,
             interval_s: 30,
             seed: 17,
@@ -177,6 +182,12 @@ impl SimConfig {
             return Err(invalid(
                 "hours",
                 format!("must be in (0, {MAX_HOURS}], got {}", self.hours),
+            ));
+        }
+        if !(1..=16).contains(&self.gpus_per_host) {
+            return Err(invalid(
+                "gpus_per_host",
+                format!("must be in 1..=16, got {}", self.gpus_per_host),
             ));
         }
         if self.interval_s == 0 || self.interval_s > 3_600 {

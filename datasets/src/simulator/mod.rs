@@ -159,6 +159,7 @@ impl Simulator {
         let mut topo_rng = SimRng::stream(seed, Stream::Topology);
         let fleet = Fleet::build(
             cfg.gpus,
+            cfg.gpus_per_host,
             cfg.hosts_per_rack,
             cfg.racks_per_cluster,
             &mut topo_rng,

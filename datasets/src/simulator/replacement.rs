@@ -15,7 +15,7 @@
 use super::failures::{FailureKind, FailureLabel, FailurePlan, FailurePlans, Replacement};
 use super::rng::SimRng;
 use super::scheduler::{Grid, SimEvent, SimEventKind};
-use super::topology::{Fleet, GPUS_PER_HOST, GpuInfo, random_uuid};
+use super::topology::{Fleet, GpuInfo, random_uuid};
 
 const MIN_MS: i64 = 60_000;
 const HOUR_MS: i64 = 3_600_000;
@@ -23,17 +23,19 @@ const HOUR_MS: i64 = 3_600_000;
 /// Plans the replacement pairs: one per 2 hosts, at least 2 (when the fleet
 /// has 2 full hosts), staggered by 20 minutes.
 pub(crate) fn plan_pairs(grid: Grid, fleet: &Fleet, rng: &mut SimRng, out: &mut FailurePlans) {
+    // Full hosts of two GPUs or more (a pair shares one).
+    let per_host = fleet.hosts.iter().map(|h| h.slots.len()).max().unwrap_or(0);
     let mut hosts: Vec<usize> = (0..fleet.hosts.len())
-        .filter(|h| fleet.gpus.iter().filter(|g| g.host_index == *h).count() == GPUS_PER_HOST)
+        .filter(|h| per_host >= 2 && fleet.hosts[*h].slots.len() == per_host)
         .collect();
     rng.shuffle(&mut hosts);
     let pairs = (fleet.hosts.len() / 2).max(2).min(hosts.len());
     let run_ms = grid.end_ms - grid.start_ms;
     let last_tick = grid.end_ms - grid.interval_ms;
     for (i, &host) in hosts.iter().take(pairs).enumerate() {
-        let a = rng.below(GPUS_PER_HOST as u64) as usize;
-        let b = (a + 1 + rng.below(GPUS_PER_HOST as u64 - 1) as usize) % GPUS_PER_HOST;
-        let base = host * GPUS_PER_HOST;
+        let a = rng.below(per_host as u64) as usize;
+        let b = (a + 1 + rng.below(per_host as u64 - 1) as usize) % per_host;
+        let base = fleet.hosts[host].slots.start;
         let (slot_a, slot_b) = (base + a, base + b);
         if out.per_slot[slot_a].is_some() || out.per_slot[slot_b].is_some() {
             continue;

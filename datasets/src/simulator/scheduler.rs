@@ -350,7 +350,7 @@ mod tests {
             hours: 48.0,
             ..SimConfig::default()
         };
-        let fleet = Fleet::build(cfg.gpus, 4, 8, &mut SimRng::new(1));
+        let fleet = Fleet::build(cfg.gpus, cfg.gpus_per_host, 4, 8, &mut SimRng::new(1));
         let s = plan(&cfg, &fleet, &mut SimRng::stream(1, Stream::Schedule));
         for p in &s.hosts {
             assert!(p.segments[0].start_ms <= cfg.start_ms);

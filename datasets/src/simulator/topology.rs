@@ -172,14 +172,17 @@ pub fn random_uuid(rng: &mut SimRng) -> GpuId {
 }
 
 impl Fleet {
-    /// Lays out `gpus` slots; cluster `c` is SKU `Sku::ALL[c % 3]`.
+    /// Lays out `gpus` slots, `gpus_per_host` to a host (the last may hold
+    /// fewer); cluster `c` is SKU `Sku::ALL[c % 3]`.
     pub fn build(
         gpus: usize,
+        gpus_per_host: usize,
         hosts_per_rack: usize,
         racks_per_cluster: usize,
         rng: &mut SimRng,
     ) -> Fleet {
-        let n_hosts = gpus.div_ceil(GPUS_PER_HOST);
+        let per_host = gpus_per_host.max(1);
+        let n_hosts = gpus.div_ceil(per_host);
         let n_racks = n_hosts.div_ceil(hosts_per_rack);
         let n_clusters = n_racks.div_ceil(racks_per_cluster);
         let clusters: Vec<Arc<str>> = (0..n_clusters).map(|i| cluster_name(i).into()).collect();
@@ -199,8 +202,8 @@ impl Fleet {
             let model: Arc<str> = sku.spec().model_name.into();
             for h in first..last {
                 let host_name: Arc<str> = format!("node-{:04}", h + 1).into();
-                let s0 = h * GPUS_PER_HOST;
-                let s1 = (s0 + GPUS_PER_HOST).min(gpus);
+                let s0 = h * per_host;
+                let s1 = (s0 + per_host).min(gpus);
                 hosts.push(HostInfo {
                     name: host_name.clone(),
                     rack: r,
@@ -240,7 +243,7 @@ mod tests {
     #[test]
     fn layout_and_names() {
         let mut rng = SimRng::new(3);
-        let f = Fleet::build(1_000, 4, 8, &mut rng);
+        let f = Fleet::build(1_000, GPUS_PER_HOST, 4, 8, &mut rng);
         assert_eq!(f.gpus.len(), 1_000);
         assert_eq!(f.hosts.len(), 125);
         assert_eq!(f.racks.len(), 32);
@@ -272,8 +275,12 @@ mod tests {
 
     #[test]
     fn partial_last_host() {
-        let f = Fleet::build(10, 4, 8, &mut SimRng::new(1));
+        let f = Fleet::build(10, GPUS_PER_HOST, 4, 8, &mut SimRng::new(1));
         assert_eq!(f.hosts.len(), 2);
         assert_eq!(f.hosts[1].slots, 8..10);
+        let four = Fleet::build(10, 4, 4, 8, &mut SimRng::new(1));
+        assert_eq!(four.hosts.len(), 3);
+        assert_eq!(four.hosts[2].slots, 8..10);
+        assert_eq!(four.gpus[9].slot, 1);
     }
 }

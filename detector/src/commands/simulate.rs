@@ -45,9 +45,12 @@ impl SimFormat {
 /// topology). The same seed and flags always give the same bytes.
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// Number of GPUs (8 per host, hosts grouped into racks and clusters).
+    /// Number of GPUs (hosts grouped into racks and clusters).
     #[arg(long, default_value_t = 1_000)]
     pub gpus: usize,
+    /// GPUs per host: 8 (HGX / DGX servers), 4 for many PCIe servers.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub gpus_per_host: u8,
     /// Simulated duration in hours.
     #[arg(long, default_value_t = 24.0)]
     pub hours: f64,
@@ -204,6 +207,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         .with_context(|| format!("--start {:?} is not an RFC 3339 time", args.start))?;
     let mut cfg = SimConfig {
         gpus: args.gpus,
+        gpus_per_host: usize::from(args.gpus_per_host),
         hours: args.hours,
         interval_s: args.interval,
         seed: args.seed,

@@ -7,7 +7,7 @@
 //! ```text
 //! cargo run -p evaluation --bin reference -- --scenario random_precursors --seed 1
 //!     [--reduced] [--rho 32] [--temp-k 1.5] [--temp-half-life 6] [--temp-sd-floor 1]
-//!     [--interval SECONDS] [--forewarn DIR] [--json FILE] [--held-back]
+//!     [--interval SECONDS] [--gpus-per-host N] [--forewarn DIR] [--json FILE] [--held-back]
 //! ```
 //!
 //! Seeds from 100 are held back for the final judgement of issue #29: they
@@ -39,6 +39,8 @@ struct Args {
     /// The simulated fleet's sampling interval (s), as `forewarn evaluate
     /// --interval`; the scenario's own when absent.
     interval: Option<u32>,
+    /// GPUs per host, as `forewarn evaluate --gpus-per-host`.
+    gpus_per_host: Option<usize>,
 }
 
 fn number(flag: &str, v: &str) -> Result<f64, String> {
@@ -59,6 +61,7 @@ fn parse() -> Result<Args, String> {
         json: None,
         held_back: false,
         interval: None,
+        gpus_per_host: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -89,6 +92,15 @@ fn parse() -> Result<Args, String> {
                         .ok()
                         .filter(|s: &u32| (1..=3600).contains(s))
                         .ok_or(format!("--interval: needs seconds in 1..=3600, got {v:?}"))?,
+                );
+            }
+            "--gpus-per-host" => {
+                let v = value()?;
+                a.gpus_per_host = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|n: &usize| (1..=16).contains(n))
+                        .ok_or(format!("--gpus-per-host: needs 1..=16, got {v:?}"))?,
                 );
             }
             "--forewarn" => a.forewarn = Some(value()?.into()),
@@ -127,6 +139,9 @@ fn run(a: &Args) -> Result<(), String> {
     ))?;
     if let Some(i) = a.interval {
         sc.config.interval_s = i;
+    }
+    if let Some(n) = a.gpus_per_host {
+        sc.config.gpus_per_host = n;
     }
     let settings = Settings {
         rho: a.rho,

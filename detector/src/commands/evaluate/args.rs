@@ -126,4 +126,8 @@ pub struct ScenarioArgs {
     /// into `dirty_stream`.
     #[arg(long)]
     pub dirty: bool,
+    /// GPUs per host in the simulated fleets (default 8; 4 for many PCIe
+    /// servers): fewer GPUs share a host's air and its job.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub gpus_per_host: Option<u8>,
 }

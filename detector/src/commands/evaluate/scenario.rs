@@ -79,6 +79,9 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         run.config.job_labels = !sa.no_job_labels;
         run.config.opaque_job_names = sa.opaque_job_names;
         run.config.dirty |= sa.dirty;
+        if let Some(n) = sa.gpus_per_host {
+            run.config.gpus_per_host = usize::from(n);
+        }
         if let Some(i) = sa.interval {
             run.config.interval_s = i;
         }
