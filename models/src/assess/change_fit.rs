@@ -53,10 +53,11 @@ const RIDGE: f64 = 1.0;
 /// units of the residual's): beyond it the fit extrapolates.
 const MAX_LEVERAGE: f64 = 0.25;
 /// Fewest other GPUs of the host whose median stands for the air: one.
-/// Shards own GPUs by UUID, so a shard meets a few of a host's GPUs (three
-/// to five of eight with two shards); at three, half the hosts had no
-/// common part and a cooling step 11.8 h before its failure (full seed
-/// 111) went unjudged.
+/// When shards owned GPUs by UUID (before `pipeline::placement` put a
+/// host's GPUs in one shard) a shard met three to five of eight; at three,
+/// half the hosts had no common part and a cooling step 11.8 h before its
+/// failure (full seed 111) went unjudged. Hosts of two GPUs still have
+/// one.
 const MIN_OTHERS: usize = 1;
 
 /// One GPU's temperature model.
