@@ -43,6 +43,16 @@ struct Args {
     gpus_per_host: Option<usize>,
 }
 
+/// A whole number in `1..=max`.
+fn whole(flag: &str, v: &str, max: usize) -> Result<usize, String> {
+    v.parse()
+        .ok()
+        .filter(|n: &usize| (1..=max).contains(n))
+        .ok_or(format!(
+            "{flag}: needs a whole number in 1..={max}, got {v:?}"
+        ))
+}
+
 fn number(flag: &str, v: &str) -> Result<f64, String> {
     v.parse()
         .ok()
@@ -85,24 +95,8 @@ fn parse() -> Result<Args, String> {
             "--temp-k" => a.temp.k = number(&flag, &value()?)?,
             "--temp-half-life" => a.temp.half_life_h = number(&flag, &value()?)?,
             "--temp-sd-floor" => a.temp.sd_floor_c = number(&flag, &value()?)?,
-            "--interval" => {
-                let v = value()?;
-                a.interval = Some(
-                    v.parse()
-                        .ok()
-                        .filter(|s: &u32| (1..=3600).contains(s))
-                        .ok_or(format!("--interval: needs seconds in 1..=3600, got {v:?}"))?,
-                );
-            }
-            "--gpus-per-host" => {
-                let v = value()?;
-                a.gpus_per_host = Some(
-                    v.parse()
-                        .ok()
-                        .filter(|n: &usize| (1..=16).contains(n))
-                        .ok_or(format!("--gpus-per-host: needs 1..=16, got {v:?}"))?,
-                );
-            }
+            "--interval" => a.interval = Some(whole(&flag, &value()?, 3600)? as u32),
+            "--gpus-per-host" => a.gpus_per_host = Some(whole(&flag, &value()?, 16)?),
             "--forewarn" => a.forewarn = Some(value()?.into()),
             "--json" => a.json = Some(value()?.into()),
             "--reduced" => a.reduced = true,
