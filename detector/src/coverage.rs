@@ -5,10 +5,11 @@
 //! warning per missing signal, after a quarter hour of event time.
 //!
 //! Why: dcgm-exporter's default counters list has no ECC, retired-page or
-//! NVLink error counts (`shared/fixtures/dcgm-exporter/default-counters.csv`).
+//! NVLink error counts.
 //! On such a fleet HBM and NVLink degradation cannot be seen at all, and
 //! nothing else would say so: no alert is what a healthy fleet looks like
-//! too. `deploy/dcgm-exporter/forewarn-counters.csv` is a list with every
+//! too. (dcgm-exporter's list is copied at
+//! `features/tests/fixtures/dcgm-exporter/default-counters.csv`.) `deploy/dcgm-exporter/forewarn-counters.csv` is a list with every
 //! field below.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -67,13 +68,16 @@ pub const SIGNALS: [Signal; 10] = [
         without: "double-bit ECC errors are seen only through XIDs 48 / 94 / 95",
     },
     Signal {
-        name: "row_remapping",
+        name: "retired_memory",
         fields: &[
             Field::CorrectableRemappedRows,
             Field::UncorrectableRemappedRows,
             Field::RowRemapFailure,
+            Field::RetiredSbe,
+            Field::RetiredDbe,
+            Field::RetiredPending,
         ],
-        without: "no remapped-row trend, no row-remap failure",
+        without: "no remapped-row (Ampere on) or retired-page (before) trend, no row-remap failure",
     },
     Signal {
         name: "nvlink_errors",

@@ -7,7 +7,8 @@
 //!
 //! Layout (each file's header says more):
 //! - [`config`]: [`SimConfig`], [`Scenario`], validation ([`SimError`]).
-//! - `topology`: clusters → racks → hosts → 8 GPUs, SKUs and their figures.
+//! - `topology`: clusters → racks → hosts → GPUs (8 by default), SKUs and
+//!   their figures.
 //! - `scheduler`: fills hosts with jobs and idle gaps; maintenance, driver
 //!   reloads; the benign [`SimEvent`]s.
 //! - `jobs`: training with checkpoints, inference with a daily cycle, app

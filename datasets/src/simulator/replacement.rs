@@ -24,7 +24,7 @@ const HOUR_MS: i64 = 3_600_000;
 /// has 2 full hosts), staggered by 20 minutes.
 pub(crate) fn plan_pairs(grid: Grid, fleet: &Fleet, rng: &mut SimRng, out: &mut FailurePlans) {
     // Full hosts of two GPUs or more (a pair shares one).
-    let per_host = fleet.hosts.iter().map(|h| h.slots.len()).max().unwrap_or(0);
+    let per_host = fleet.per_host;
     let mut hosts: Vec<usize> = (0..fleet.hosts.len())
         .filter(|h| per_host >= 2 && fleet.hosts[*h].slots.len() == per_host)
         .collect();

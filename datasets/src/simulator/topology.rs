@@ -13,7 +13,8 @@ use features::GpuId;
 
 use super::rng::SimRng;
 
-/// GPUs per host: an HGX / DGX baseboard.
+/// GPUs per host by default (`SimConfig::gpus_per_host`): an HGX / DGX
+/// baseboard.
 pub const GPUS_PER_HOST: usize = 8;
 
 /// A GPU product, with the figures the physics needs.
@@ -111,9 +112,9 @@ pub struct GpuInfo {
     /// The SKU's `modelName`.
     pub model: Arc<str>,
     pub sku: Sku,
-    /// Position on the baseboard, 0..8.
+    /// Position on the baseboard, 0..gpus_per_host.
     pub slot: u8,
-    /// Index of the slot in the fleet (host_index * 8 + slot).
+    /// Index of the slot in the fleet (host_index * gpus_per_host + slot).
     pub slot_index: usize,
     pub host_index: usize,
     pub rack_index: usize,
@@ -145,6 +146,8 @@ pub(crate) struct Fleet {
     pub gpus: Vec<GpuInfo>,
     pub hosts: Vec<HostInfo>,
     pub racks: Vec<RackInfo>,
+    /// GPUs a full host holds.
+    pub per_host: usize,
 }
 
 const REGIONS: [&str; 5] = ["east", "west", "central", "north", "south"];
@@ -232,6 +235,7 @@ impl Fleet {
             gpus: infos,
             hosts,
             racks,
+            per_host,
         }
     }
 }

@@ -14,9 +14,12 @@
 //! default cadence), not over the latest interval alone: at a 10 s or 1 s
 //! cadence one correctable error in one interval would read 360/h or
 //! 3,600/h, and the level rules, which judge rates, would page on a reading
-//! the default cadence shows as 120/h. At 30 s and slower the span is the
-//! latest interval, as it always was; faster, it is 30–60 s of readings.
-//! Deltas stay per interval (the change tests sum them into buckets).
+//! the default cadence shows as 120/h. At 30 s and slower (from 27 s: scrape
+//! timestamps wobble) the span is the latest interval, as it always was;
+//! faster, it is 27 s and up to one interval less than 54 s of readings,
+//! and counts over less than that (the first readings after a reset) are
+//! spread over 27 s. Deltas stay per interval (the change tests sum them
+//! into buckets).
 
 use serde::{Deserialize, Serialize};
 
@@ -77,6 +80,10 @@ pub const ERROR_COUNTERS: usize = 11;
 /// The least time a rate is measured over (see the module docs).
 pub const RATE_SPAN_MS: i64 = 30_000;
 
+/// A span counts as reached at 90 % of it: scrape timestamps wobble, and
+/// an interval of 29.99 s at a 30 s cadence is a span.
+const SPAN_REACHED_MS: i64 = RATE_SPAN_MS * 9 / 10;
+
 /// One counter of one GPU: 40 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Counter {
@@ -89,9 +96,9 @@ pub struct Counter {
     /// Rate since the base reading in its [`RateUnit`]; never negative.
     pub rate: f32,
     /// The reading the rate is measured from, as (ms, growth) since it,
-    /// and a newer one that takes its place once it is [`RATE_SPAN_MS`]
-    /// old (so the span stays within one to two spans). Negative ms: none
-    /// (a snapshot of an older build), the rate is the latest interval's.
+    /// and a newer one that takes its place once it is a span old (see
+    /// the module docs). Negative ms: none (a snapshot of an older build),
+    /// the rate is the latest interval's.
     #[serde(default = "no_mark")]
     base: Mark,
     #[serde(default = "no_mark")]
@@ -151,32 +158,45 @@ impl Counter {
         }
         let delta = value - from;
         self.delta = delta as f32;
-        let dt32 = i32::try_from(dt).unwrap_or(i32::MAX);
-        let age = |m: Mark| {
-            if m.0 < 0 {
-                (dt32, delta as f32)
+        if dt >= SPAN_REACHED_MS {
+            // An interval a span long (30 s, give or take the scrape's
+            // wobble) or longer: its own rate, exactly, as ever; the
+            // previous reading is the base, this one the next candidate.
+            self.rate = if dt > 0 {
+                unit.rate(delta, dt as f64) as f32
             } else {
-                (m.0.saturating_add(dt32), m.1 + delta as f32)
+                f32::NAN
+            };
+            let dt32 = i32::try_from(dt).unwrap_or(i32::MAX);
+            (self.base, self.next) = ((dt32, delta as f32), (0, 0.0));
+        } else {
+            let age = |m: Mark| {
+                if m.0 < 0 {
+                    (dt as i32, delta as f32)
+                } else {
+                    (m.0.saturating_add(dt as i32), m.1 + delta as f32)
+                }
+            };
+            (self.base, self.next) = (age(self.base), age(self.next));
+            // The newer mark becomes the base once it is a span old; the
+            // current reading is the next candidate then.
+            if i64::from(self.next.0) >= SPAN_REACHED_MS {
+                (self.base, self.next) = (self.next, (0, 0.0));
             }
-        };
-        (self.base, self.next) = (age(self.base), age(self.next));
-        // The newer mark becomes the base once it is a span old; the
-        // current reading is the next candidate then.
-        if i64::from(self.next.0) >= RATE_SPAN_MS {
-            (self.base, self.next) = (self.next, (0, 0.0));
+            let (span, growth) = self.base;
+            // Counts over less than a span (the first readings after the
+            // first value or a reset) are spread over the span: one error
+            // in 10 s is not 360/h. Averages (watts, fractions) are not.
+            let over = match unit {
+                RateUnit::PerHour => i64::from(span).max(SPAN_REACHED_MS),
+                RateUnit::TimeFraction | RateUnit::Watts => i64::from(span),
+            };
+            self.rate = if span > 0 {
+                unit.rate(f64::from(growth), over as f64) as f32
+            } else {
+                f32::NAN
+            };
         }
-        let (span, growth) = self.base;
-        // Over the latest interval alone, the exact f64 delta.
-        let growth = if i64::from(span) == dt {
-            delta
-        } else {
-            f64::from(growth)
-        };
-        self.rate = if span > 0 {
-            unit.rate(growth, f64::from(span)) as f32
-        } else {
-            f32::NAN
-        };
         debug_assert!(
             self.rate.is_nan() || self.rate >= 0.0,
             "a counter rate is never negative"
@@ -245,9 +265,28 @@ mod tests {
         }
         assert_eq!(fast.delta, 0.0);
         assert!(rates.iter().all(|r| *r <= 120.0), "{rates:?}");
+        assert_eq!(rates[0], 0.0);
         assert_eq!(rates[2], 120.0, "the error, over the 30 s since the base");
         assert_eq!(rates[3], 90.0, "over the 40 s since the same base");
         assert_eq!(rates[7], 0.0, "the error is over a span ago");
+        // Right after the first value (or a reset) an error is spread over
+        // 27 s, not read over the 10 s it came in.
+        let mut first = Counter::default();
+        first.update(0.0, 0, RateUnit::PerHour);
+        first.update(1.0, 10_000, RateUnit::PerHour);
+        assert!(
+            first.rate <= 3_600_000.0 / 27_000.0 + 1e-3,
+            "{}",
+            first.rate
+        );
+        // A 30 s cadence whose timestamps wobble reads each interval alone.
+        let mut wobble = Counter::default();
+        wobble.update(0.0, 0, RateUnit::PerHour);
+        wobble.update(1.0, 29_990, RateUnit::PerHour);
+        wobble.update(1.0, 59_985, RateUnit::PerHour);
+        assert_eq!(wobble.rate, 0.0, "the error was in the interval before");
+        wobble.update(3.0, 89_990, RateUnit::PerHour);
+        assert_eq!(wobble.rate, (2.0 * 3_600_000.0 / 30_005.0) as f32);
         let mut slow = Counter::default();
         slow.update(0.0, 0, RateUnit::PerHour);
         slow.update(1.0, 60_000, RateUnit::PerHour);
