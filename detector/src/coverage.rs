@@ -4,13 +4,13 @@
 //! (`forewarn_input_signal_present{signal}`) and logged once, as a
 //! warning per missing signal, after a quarter hour of event time.
 //!
-//! Why: dcgm-exporter's default counters list has no ECC, retired-page or
-//! NVLink error counts.
-//! On such a fleet HBM and NVLink degradation cannot be seen at all, and
-//! nothing else would say so: no alert is what a healthy fleet looks like
-//! too. (dcgm-exporter's list is copied at
-//! `features/tests/fixtures/dcgm-exporter/default-counters.csv`.) `deploy/dcgm-exporter/forewarn-counters.csv` is a list with every
-//! field below.
+//! Why: dcgm-exporter's default counters list (a copy:
+//! `features/tests/fixtures/dcgm-exporter/default-counters.csv`) has no
+//! ECC, retired-page or NVLink error counts. On such a fleet HBM and NVLink
+//! degradation cannot be seen at all, and nothing else would say so: no
+//! alert is what a healthy fleet looks like too.
+//! `deploy/dcgm-exporter/forewarn-counters.csv` is a list with every field
+//! below.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 
@@ -134,11 +134,15 @@ impl Coverage {
     /// [`REPORT_AFTER_MS`] of event time, returns (once) the signals none
     /// of them carried.
     pub fn observe(&self, samples: &[Sample]) -> Vec<&'static Signal> {
-        let Some(last) = samples.iter().map(|s| s.ts_ms).max() else {
+        if samples.is_empty() {
             return Vec::new();
-        };
-        let first = samples.iter().map(|s| s.ts_ms).min().unwrap_or(last);
-        let bits = samples.iter().fold(0, |m, s| m | s.metrics.presence());
+        }
+        // One pass: the fields carried and the event time spanned.
+        let (bits, first, last) = samples
+            .iter()
+            .fold((0, i64::MAX, i64::MIN), |(b, f, l), s| {
+                (b | s.metrics.presence(), f.min(s.ts_ms), l.max(s.ts_ms))
+            });
         let seen = self.seen.fetch_or(bits, Relaxed) | bits;
         let first = self.first_ms.fetch_min(first, Relaxed).min(first);
         if last.saturating_sub(first) < REPORT_AFTER_MS || self.reported.swap(true, Relaxed) {

@@ -162,11 +162,7 @@ impl Counter {
             // An interval a span long (30 s, give or take the scrape's
             // wobble) or longer: its own rate, exactly, as ever; the
             // previous reading is the base, this one the next candidate.
-            self.rate = if dt > 0 {
-                unit.rate(delta, dt as f64) as f32
-            } else {
-                f32::NAN
-            };
+            self.rate = unit.rate(delta, dt as f64) as f32;
             let dt32 = i32::try_from(dt).unwrap_or(i32::MAX);
             (self.base, self.next) = ((dt32, delta as f32), (0, 0.0));
         } else {
