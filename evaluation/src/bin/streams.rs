@@ -5,20 +5,40 @@
 //!
 //! ```text
 //! cargo run --release -p evaluation --bin streams -- --out DIR
-//!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search]
+//!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
 //! ```
 //!
 //! Writes `DIR/streams.md` (the tables) and `DIR/streams.json`. `--search`
 //! also tunes the grader's settings on the tuning seeds (coordinate search
 //! over the forest scores, which do not depend on them) and prints the best.
+//! `--unseen` also scores the families no setting was tuned on
+//! (`streams::unseen`) on the held-out seeds, at the thresholds chosen on
+//! the tuning seeds, into `DIR/streams-unseen.md` and `.json`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use evaluation::streams::scoring::{PROFILES, Windows};
-use evaluation::streams::{Scored, best_threshold, compare, corpus, detect, per_family};
+use evaluation::streams::corpus::Stream;
+use evaluation::streams::scoring::{self, PROFILES, Windows};
+use evaluation::streams::{
+    Line, Scored, best_threshold, compare, corpus, detect, per_family, unseen,
+};
 use models::grading::GraderConfig;
+
+const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
+
+The anomaly grade's stream benchmark: a labelled corpus of synthetic and
+fleet-simulator streams, every detector run over it, one global threshold
+per cost profile chosen on the tuning seeds and scored on the held-out ones.
+
+  --out DIR          where streams.md and streams.json go (required)
+  --tune-seeds S,..  seeds whose streams choose the thresholds (1,2,3)
+  --holdout-seeds .. seeds scored at those thresholds (101,102)
+  --per-family N     streams of each synthetic family per seed (6)
+  --search           also tune the grader's settings on the tuning seeds
+  --unseen           also score families no setting was tuned on
+                     (streams-unseen.md and .json)";
 
 struct Args {
     out: PathBuf,
@@ -26,6 +46,7 @@ struct Args {
     holdout: Vec<u64>,
     per_family: usize,
     search: bool,
+    unseen: bool,
 }
 
 fn seeds(flag: &str, v: Option<String>) -> Result<Vec<u64>, String> {
@@ -46,6 +67,7 @@ fn parse() -> Result<Args, String> {
         holdout: vec![101, 102],
         per_family: 6,
         search: false,
+        unseen: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -60,6 +82,7 @@ fn parse() -> Result<Args, String> {
                     .ok_or("--per-family needs a number")?
             }
             "--search" => a.search = true,
+            "--unseen" => a.unseen = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -73,10 +96,11 @@ fn run_seeds(
     seeds: &[u64],
     per_family: usize,
     grading: &GraderConfig,
+    make: fn(u64, usize) -> Vec<Stream>,
 ) -> Result<Vec<Scored>, String> {
     let mut out = Vec::new();
     for &seed in seeds {
-        for stream in corpus::corpus(seed, per_family) {
+        for stream in make(seed, per_family) {
             let windows = Windows::of(stream.values.len(), &stream.events);
             let outputs = detect::run(&stream.values, windows.probation, grading)
                 .map_err(|e| format!("{}: {e}", stream.name))?;
@@ -171,10 +195,14 @@ fn search(runs: &[Scored]) -> GraderConfig {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("streams: {e}");
+            eprintln!("streams: {e}\n\n{USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -190,8 +218,8 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), String> {
     let grading = GraderConfig::default();
     let started = Instant::now();
-    let tune = run_seeds(&args.tune, args.per_family, &grading)?;
-    let holdout = run_seeds(&args.holdout, args.per_family, &grading)?;
+    let tune = run_seeds(&args.tune, args.per_family, &grading, corpus::corpus)?;
+    let holdout = run_seeds(&args.holdout, args.per_family, &grading, corpus::corpus)?;
     let rows: usize = tune
         .iter()
         .chain(&holdout)
@@ -206,11 +234,24 @@ fn run(args: &Args) -> Result<(), String> {
     if args.search {
         search(&tune);
     }
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     let lines = compare(&tune, &holdout);
+    write(args, "streams", &lines, &render(&lines, &holdout))?;
+    if args.unseen {
+        let unseen = run_seeds(&args.holdout, args.per_family, &grading, unseen::corpus)?;
+        let lines = compare(&tune, &unseen);
+        write(args, "streams-unseen", &lines, &render(&lines, &unseen))?;
+    }
+    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// The tables of `lines` and, per family of `runs`, the standard profile's.
+fn render(lines: &[Line], runs: &[Scored]) -> String {
     let mut md = String::from(
         "| detector | profile | threshold (tuning seeds) | tuning score | held-out score | held-out, own best threshold | held-out windows detected | held-out false positives |\n|---|---|---|---|---|---|---|---|\n",
     );
-    for l in &lines {
+    for l in lines {
         md.push_str(&format!(
             "| {} | {} | {:.3} | {:.1} | {:.1} | {:.1} | {}/{} | {} |\n",
             l.detector,
@@ -224,7 +265,7 @@ fn run(args: &Args) -> Result<(), String> {
             l.holdout_false_positives
         ));
     }
-    md.push_str("\nPer family, held-out seeds, standard profile at the tuning threshold (detected/windows, false positives):\n\n| family |");
+    md.push_str("\nPer family, held-out seeds, standard profile at the tuning threshold (detected/windows, false positives, score):\n\n| family |");
     for d in detect::DETECTORS {
         md.push_str(&format!(" {d} |"));
     }
@@ -238,31 +279,34 @@ fn run(args: &Args) -> Result<(), String> {
                 .map_or(1.0, |l| l.threshold)
         })
         .collect();
-    let fams: Vec<Vec<(String, evaluation::streams::scoring::Tally, usize)>> = detect::DETECTORS
+    let fams: Vec<Vec<(String, scoring::Tally, usize)>> = detect::DETECTORS
         .iter()
         .zip(&standard)
-        .map(|(d, th)| per_family(&holdout, d, *th))
+        .map(|(d, th)| per_family(runs, d, *th))
         .collect();
     for (i, (family, _, n)) in fams[0].iter().enumerate() {
         md.push_str(&format!("| {family} |"));
         for f in &fams {
             let t = &f[i].1;
-            md.push_str(&format!(" {}/{}, {} |", t.detected, n, t.fp_count));
+            let score = scoring::normalised(t, *n, &PROFILES[0]);
+            md.push_str(&format!(
+                " {}/{}, {}, {score:.1} |",
+                t.detected, n, t.fp_count
+            ));
         }
         md.push('\n');
     }
+    md
+}
+
+/// Prints `md` and writes it and `lines` as `DIR/NAME.md` and `.json`.
+fn write(args: &Args, name: &str, lines: &[Line], md: &str) -> Result<(), String> {
     print!("{md}");
-    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
-    let md_path = args.out.join("streams.md");
-    std::fs::write(&md_path, &md).map_err(|e| format!("{}: {e}", md_path.display()))?;
-    let json_path = args.out.join("streams.json");
-    let json = serde_json::to_string_pretty(&lines).map_err(|e| e.to_string())?;
+    let md_path = args.out.join(format!("{name}.md"));
+    std::fs::write(&md_path, md).map_err(|e| format!("{}: {e}", md_path.display()))?;
+    let json_path = args.out.join(format!("{name}.json"));
+    let json = serde_json::to_string_pretty(lines).map_err(|e| e.to_string())?;
     std::fs::write(&json_path, json).map_err(|e| format!("{}: {e}", json_path.display()))?;
-    println!(
-        "wrote {} and {} in {:.1} s",
-        md_path.display(),
-        json_path.display(),
-        started.elapsed().as_secs_f64()
-    );
+    println!("wrote {} and {}", md_path.display(), json_path.display());
     Ok(())
 }

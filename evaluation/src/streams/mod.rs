@@ -11,6 +11,7 @@
 pub mod corpus;
 pub mod detect;
 pub mod scoring;
+pub mod unseen;
 
 use serde::Serialize;
 
