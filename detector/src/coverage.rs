@@ -111,11 +111,13 @@ impl Signal {
     }
 }
 
-/// Fields seen so far and the event time they span.
+/// Fields seen so far, and where the gate's clock first stood.
 #[derive(Debug)]
 pub struct Coverage {
     seen: AtomicU64,
     first_ms: AtomicI64,
+    /// Some sample has been observed.
+    started: AtomicBool,
     reported: AtomicBool,
 }
 
@@ -124,28 +126,31 @@ impl Default for Coverage {
         Coverage {
             seen: AtomicU64::new(0),
             first_ms: AtomicI64::new(i64::MAX),
+            started: AtomicBool::new(false),
             reported: AtomicBool::new(false),
         }
     }
 }
 
 impl Coverage {
-    /// Takes in a batch of admitted samples; once they span
-    /// [`REPORT_AFTER_MS`] of event time, returns (once) the signals none
-    /// of them carried.
-    pub fn observe(&self, samples: &[Sample]) -> Vec<&'static Signal> {
+    /// Takes in a batch of admitted samples and the admission gate's clock
+    /// after it; once that clock has moved [`REPORT_AFTER_MS`] past where
+    /// it first stood, returns (once) the signals no sample carried. The
+    /// gate's clock (the fleet's median claim), not the samples' own
+    /// timestamps: one GPU whose clock runs an hour ahead, still inside
+    /// the gate's band, must not cut the quarter hour short.
+    pub fn observe(&self, samples: &[Sample], clock_ms: Option<i64>) -> Vec<&'static Signal> {
         if samples.is_empty() {
             return Vec::new();
         }
-        // One pass: the fields carried and the event time spanned.
-        let (bits, first, last) = samples
-            .iter()
-            .fold((0, i64::MAX, i64::MIN), |(b, f, l), s| {
-                (b | s.metrics.presence(), f.min(s.ts_ms), l.max(s.ts_ms))
-            });
+        let bits = samples.iter().fold(0, |b, s| b | s.metrics.presence());
         let seen = self.seen.fetch_or(bits, Relaxed) | bits;
-        let first = self.first_ms.fetch_min(first, Relaxed).min(first);
-        if last.saturating_sub(first) < REPORT_AFTER_MS || self.reported.swap(true, Relaxed) {
+        self.started.store(true, Relaxed);
+        let Some(now) = clock_ms else {
+            return Vec::new();
+        };
+        let first = self.first_ms.fetch_min(now, Relaxed).min(now);
+        if now.saturating_sub(first) < REPORT_AFTER_MS || self.reported.swap(true, Relaxed) {
             return Vec::new();
         }
         SIGNALS.iter().filter(|s| seen & s.mask() == 0).collect()
@@ -153,7 +158,7 @@ impl Coverage {
 
     /// Per signal, 1 if some sample carried it; empty before any sample.
     pub fn present(&self) -> Vec<(&'static str, i64)> {
-        if self.first_ms.load(Relaxed) == i64::MAX {
+        if !self.started.load(Relaxed) {
             return Vec::new();
         }
         let seen = self.seen.load(Relaxed);
@@ -186,11 +191,22 @@ mod tests {
             Field::CorrectableRemappedRows,
             Field::PcieReplayCounter,
         ];
-        assert!(c.observe(&[sample(0, &default_list)]).is_empty());
+        // Before the gate has a clock nothing is judged.
+        assert!(c.observe(&[sample(0, &default_list)], None).is_empty());
+        assert!(c.observe(&[sample(0, &default_list)], Some(0)).is_empty());
         // Not yet a quarter hour: nothing said.
-        assert!(c.observe(&[sample(600_000, &default_list)]).is_empty());
+        assert!(
+            c.observe(&[sample(600_000, &default_list)], Some(600_000))
+                .is_empty()
+        );
+        // A GPU an hour ahead does not move the gate's clock.
+        let ahead = sample(3_600_000, &default_list);
+        assert!(c.observe(&[ahead], Some(610_000)).is_empty());
         let missing: Vec<_> = c
-            .observe(&[sample(REPORT_AFTER_MS, &[Field::EccSbeAggTotal])])
+            .observe(
+                &[sample(REPORT_AFTER_MS, &[Field::EccSbeAggTotal])],
+                Some(REPORT_AFTER_MS),
+            )
             .iter()
             .map(|s| s.name)
             .collect();
@@ -198,7 +214,13 @@ mod tests {
             missing,
             ["clock_event_reasons", "double_bit_ecc", "nvlink_errors"]
         );
-        assert!(c.observe(&[sample(REPORT_AFTER_MS * 2, &[])]).is_empty());
+        assert!(
+            c.observe(
+                &[sample(REPORT_AFTER_MS * 2, &[])],
+                Some(REPORT_AFTER_MS * 2)
+            )
+            .is_empty()
+        );
         let present = c.present();
         assert!(present.contains(&("correctable_ecc", 1)));
         assert!(present.contains(&("nvlink_errors", 0)));

@@ -28,8 +28,10 @@ fn exported() -> BTreeSet<String> {
     m.rejected("implausible_time");
     m.paused("pipeline_full");
     m.checkpoint_written(10, 0.1);
-    m.coverage
-        .observe(&[features::Sample::new("GPU-a", 0).with(features::Field::GpuTemp, 50.0)]);
+    m.coverage.observe(
+        &[features::Sample::new("GPU-a", 0).with(features::Field::GpuTemp, 50.0)],
+        Some(0),
+    );
     let dir = std::env::temp_dir().join(format!("forewarn-deploy-{}", std::process::id()));
     let outbox = alerts::Outbox::open(&dir, &[("file".into(), false)]).expect("outbox");
     let receivers = vec!["file".to_string()];

@@ -126,7 +126,8 @@ impl Feed {
         let admitted = self.admission.admit_into(&mut batch, into, wall);
         buffers::give(batch);
         let samples = self.account(admitted);
-        for s in self.state.metrics.coverage.observe(&samples) {
+        let clock_ms = self.admission.clock_ms();
+        for s in self.state.metrics.coverage.observe(&samples, clock_ms) {
             tracing::warn!(
                 signal = s.name,
                 fields = %s.field_names(),
@@ -135,7 +136,6 @@ impl Feed {
                 s.without
             );
         }
-        let clock_ms = self.admission.clock_ms();
         // An empty batch (an idle source's new horizon) is not input.
         if had_input {
             self.state
