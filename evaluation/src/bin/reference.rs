@@ -7,7 +7,7 @@
 //! ```text
 //! cargo run -p evaluation --bin reference -- --scenario random_precursors --seed 1
 //!     [--reduced] [--rho 32] [--temp-k 1.5] [--temp-half-life 6] [--temp-sd-floor 1]
-//!     [--interval SECONDS] [--gpus-per-host N] [--forewarn DIR] [--json FILE] [--held-back]
+//!     [--interval SECONDS] [--gpus-per-host N] [--hosts-per-rack N] [--forewarn DIR] [--json FILE] [--held-back]
 //! ```
 //!
 //! Seeds from 100 are held back for the final judgement of issue #29: they
@@ -41,6 +41,8 @@ struct Args {
     interval: Option<u32>,
     /// GPUs per host, as `forewarn evaluate --gpus-per-host`.
     gpus_per_host: Option<usize>,
+    /// Hosts per rack, as `forewarn evaluate --hosts-per-rack`.
+    hosts_per_rack: Option<usize>,
 }
 
 /// A whole number in `1..=max`.
@@ -72,6 +74,7 @@ fn parse() -> Result<Args, String> {
         held_back: false,
         interval: None,
         gpus_per_host: None,
+        hosts_per_rack: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -97,6 +100,7 @@ fn parse() -> Result<Args, String> {
             "--temp-sd-floor" => a.temp.sd_floor_c = number(&flag, &value()?)?,
             "--interval" => a.interval = Some(whole(&flag, &value()?, 3600)? as u32),
             "--gpus-per-host" => a.gpus_per_host = Some(whole(&flag, &value()?, 16)?),
+            "--hosts-per-rack" => a.hosts_per_rack = Some(whole(&flag, &value()?, 64)?),
             "--forewarn" => a.forewarn = Some(value()?.into()),
             "--json" => a.json = Some(value()?.into()),
             "--reduced" => a.reduced = true,
@@ -136,6 +140,9 @@ fn run(a: &Args) -> Result<(), String> {
     }
     if let Some(n) = a.gpus_per_host {
         sc.config.gpus_per_host = n;
+    }
+    if let Some(n) = a.hosts_per_rack {
+        sc.config.hosts_per_rack = n;
     }
     let settings = Settings {
         rho: a.rho,

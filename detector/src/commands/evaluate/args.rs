@@ -130,4 +130,9 @@ pub struct ScenarioArgs {
     /// servers): fewer GPUs share a host's air and its job.
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=16))]
     pub gpus_per_host: Option<u8>,
+    /// Hosts per rack in the simulated fleets (default 4: four 8-GPU
+    /// servers, 32 GPUs to a rack). With `--gpus-per-host 1`, 32 keeps a
+    /// rack's GPUs as many.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub hosts_per_rack: Option<u8>,
 }

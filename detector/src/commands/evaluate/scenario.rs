@@ -82,6 +82,9 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         if let Some(n) = sa.gpus_per_host {
             run.config.gpus_per_host = usize::from(n);
         }
+        if let Some(n) = sa.hosts_per_rack {
+            run.config.hosts_per_rack = usize::from(n);
+        }
         if let Some(i) = sa.interval {
             run.config.interval_s = i;
         }
