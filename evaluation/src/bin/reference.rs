@@ -118,7 +118,31 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
+const USAGE: &str = "usage: reference --scenario NAME --seed N [--reduced] [--rho 32]
+    [--temp-k 1.5] [--temp-half-life 6] [--temp-sd-floor 1] [--interval SECONDS]
+    [--gpus-per-host N] [--hosts-per-rack N] [--forewarn DIR] [--json FILE] [--held-back]
+
+The hindsight CUSUM reference of issue #29 on one scenario at one seed: per
+GPU a Poisson CUSUM on each counter against the fleet background and a drift
+test of temperature against host peers, each threshold set just above what
+any healthy GPU reached. With --forewarn DIR (a `forewarn evaluate` of the same
+scenario, seed and flags) forewarn's figures are printed beside it.
+
+  --scenario NAME      a scenario of the suite (e.g. random_precursors)
+  --seed N             its seed; seeds from 100 are held back (--held-back)
+  --reduced            the reduced suite's size
+  --rho R              the counters' alternative: rate R times background (32)
+  --temp-k/--temp-half-life/--temp-sd-floor   the temperature test's settings
+  --interval S, --gpus-per-host N, --hosts-per-rack N   as `forewarn evaluate`
+  --forewarn DIR       forewarn's evaluate output to compare with
+  --json FILE          also write the figures as JSON
+  --held-back          allow a held-back seed (once the code is final)";
+
 fn main() -> ExitCode {
+    if std::env::args().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     match parse().and_then(|a| run(&a)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -63,8 +63,12 @@ pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {
     out
 }
 
-/// A Poisson draw of mean `lambda` (Knuth's product of uniforms; the means
-/// here stay under 120).
+/// A Poisson draw of mean `lambda` (Knuth's product of uniforms). The
+/// means here stay under 200 (20 a row, a daily swing of 1.6, a burst of
+/// 6), where `e^-λ` is still a normal `f64`. Its own rather than the
+/// simulator's `SimRng::poisson`: the corpus draws from the features
+/// crate's generator, and the streams (and every number measured on them)
+/// stay as they are.
 fn poisson(rng: &mut Xoshiro256PlusPlus, lambda: f64) -> f64 {
     let limit = (-lambda).exp();
     let mut k = 0.0;
