@@ -33,6 +33,7 @@ pub mod coverage;
 pub mod export;
 pub mod faults;
 pub mod fleet;
+pub mod gpu_view;
 pub mod health;
 pub mod metrics;
 pub mod pipeline;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use features::GpuId;
 
-use crate::risk_table::GpuView;
+use crate::gpu_view::GpuView;
 
 /// How a page is ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

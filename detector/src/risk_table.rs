@@ -15,74 +15,22 @@
 //! each stripe's swap under their own lock, so a ranked page never sorts
 //! the fleet.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use features::GpuId;
 use features::hash::FxBuild;
 
-use crate::assess::{Assessment, HealthState};
+use crate::assess::Assessment;
+pub use crate::gpu_view::{GpuView, HISTORY_LEN, HISTORY_STEP_MS};
 pub use crate::risk_index::Order;
 use crate::risk_index::Ranked;
 
-/// Points of risk history kept per GPU, one per [`HISTORY_STEP_MS`].
-pub const HISTORY_LEN: usize = 48;
-/// Spacing of history points: 48 × 5 min = the last 4 hours.
-pub const HISTORY_STEP_MS: i64 = 300_000;
 /// Independently locked parts of the table. 64 keeps a stripe at ~1,600
 /// GPUs of a 100,000-GPU fleet, so a writer's swap of one batch's share is
 /// microseconds, and a reader of one GPU meets a writer only 1 time in 64.
 pub const STRIPES: usize = 64;
-
-/// What REST knows about one GPU: an immutable snapshot, replaced whole.
-#[derive(Debug, Clone)]
-pub struct GpuView {
-    pub latest: Assessment,
-    pub last_seen_ms: i64,
-    /// (ts, risk), oldest first.
-    pub history: VecDeque<(i64, f32)>,
-}
-
-/// Whether `a` was made for a GPU that stopped reporting (state `silent`,
-/// or `failing` for a hard-failed GPU that went quiet: its reasons carry
-/// `last_seen`), not from its telemetry.
-fn quiet(a: &Assessment) -> bool {
-    a.state == HealthState::Silent || a.reasons.iter().any(|r| r.signal == "last_seen")
-}
-
-impl GpuView {
-    fn first(a: &Assessment) -> GpuView {
-        let mut history = VecDeque::with_capacity(HISTORY_LEN);
-        history.push_back((a.ts_ms, a.risk as f32));
-        GpuView {
-            latest: a.clone(),
-            last_seen_ms: a.ts_ms,
-            history,
-        }
-    }
-
-    /// Takes `a` in: one history point per [`HISTORY_STEP_MS`] (the step's
-    /// highest risk), last seen only when the GPU reported.
-    fn advance(&mut self, a: &Assessment) {
-        self.latest = a.clone();
-        if !quiet(a) {
-            self.last_seen_ms = a.ts_ms;
-        }
-        let due = self
-            .history
-            .back()
-            .is_none_or(|(t, _)| a.ts_ms - t >= HISTORY_STEP_MS);
-        if due {
-            if self.history.len() == HISTORY_LEN {
-                self.history.pop_front();
-            }
-            self.history.push_back((a.ts_ms, a.risk as f32));
-        } else if let Some(last) = self.history.back_mut() {
-            last.1 = last.1.max(a.risk as f32);
-        }
-    }
-}
 
 type Stripe = HashMap<GpuId, Arc<GpuView>>;
 
@@ -255,6 +203,7 @@ impl RiskTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::assess::HealthState;
 
     fn assessment(gpu: &str, risk: f64, ts_ms: i64, state: HealthState) -> Assessment {
         Assessment {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::server::ServeError;
+use super::settings::ServeError;
 use crate::pipeline::PipelineHandle;
 use crate::reload::ModelSlot;
 use crate::state::{SharedState, State};

@@ -26,7 +26,7 @@ use tokio::sync::Semaphore;
 
 use super::app_state::Admin;
 use super::error::ApiError;
-use super::server::ServerSettings;
+use super::settings::ServerSettings;
 
 /// Paths open without the read token: liveness, readiness, the metrics
 /// scrape (probes and scrapers carry no token).

@@ -21,6 +21,7 @@ mod guard;
 mod map;
 pub mod remote_write;
 pub mod server;
+mod settings;
 
 use std::sync::Arc;
 

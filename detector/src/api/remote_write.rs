@@ -16,16 +16,8 @@ use axum::response::{IntoResponse, Response};
 use features::decode::{DecodeOutput, Decoded, Position};
 
 use super::AppState;
-use crate::sources::DeadLetters;
-use crate::sources::remote_write::{Ingest, MAX_BODY, Refused, decode_request};
-
-/// The source's end of `/api/v1/write`, present when the source is
-/// `remote_write`.
-#[derive(Clone)]
-pub struct RemoteWrite {
-    pub ingest: Ingest,
-    pub dead: DeadLetters,
-}
+pub use crate::sources::remote_write::RemoteWrite;
+use crate::sources::remote_write::{MAX_BODY, Refused, decode_request};
 
 /// What dead letters of this endpoint name as their source.
 const SOURCE: &str = "remote-write";

@@ -28,7 +28,7 @@ use features::decode::series::SeriesDecoder;
 use prost::Message;
 use tokio_util::sync::CancellationToken;
 
-use super::BATCH;
+use super::{BATCH, DeadLetters};
 use crate::pipeline::Pipeline;
 use crate::state::State;
 pub use metrics::RemoteWriteMetrics;
@@ -101,6 +101,14 @@ pub fn decode_request(body: &[u8], out: &mut DecodeOutput) -> Result<Request, Bo
         );
     }
     Ok(seen)
+}
+
+/// The source's end of `/api/v1/write` (`crate::api::remote_write`
+/// serves it), present when the source is `remote_write`.
+#[derive(Clone)]
+pub struct RemoteWrite {
+    pub ingest: Ingest,
+    pub dead: DeadLetters,
 }
 
 /// The handler's end of the queue to the source thread. Cheap to clone.

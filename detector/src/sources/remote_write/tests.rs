@@ -8,9 +8,9 @@ use features::decode::DecodeOutput;
 use prost::Message;
 use tower::ServiceExt;
 
+use super::RemoteWrite;
 use super::proto::{Label, Sample, TimeSeries, WriteRequest};
 use super::*;
-use crate::api::remote_write::RemoteWrite;
 use crate::api::{Admin, AppState, app};
 use crate::sources::DeadLetters;
 use crate::state::SharedState;

@@ -9,8 +9,8 @@ use std::sync::mpsc::Receiver;
 use features::Sample;
 use tokio_util::sync::CancellationToken;
 
+use super::RemoteWrite;
 use super::{RemoteWriteMetrics, queue};
-use crate::api::remote_write::RemoteWrite;
 use crate::config::SourceKind;
 use crate::sources::DeadLetters;
 use crate::sources::scrape::{self, ScrapeMetrics};
