@@ -229,7 +229,7 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         SourceKind::Kafka(_) | SourceKind::RemoteWrite | SourceKind::Scrape(_)
     ));
     let dead = DeadLetters::open(cfg.dead_letter_file.as_deref())?;
-    let wired = remote_write::wire(&cfg.source, &state, &dead, &shutdown);
+    let wired = remote_write::wire::wire(&cfg.source, &state, &dead, &shutdown);
     pipeline.set_dead_letters(dead.clone());
     let handle = pipeline.handle();
     let app = AppState {

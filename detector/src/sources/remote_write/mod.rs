@@ -15,7 +15,7 @@
 mod assemble;
 pub mod metrics;
 pub mod proto;
-mod wire;
+pub mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -32,7 +32,6 @@ use super::{BATCH, DeadLetters};
 use crate::pipeline::Pipeline;
 use crate::state::State;
 pub use metrics::RemoteWriteMetrics;
-pub use wire::{Wired, wire};
 
 /// Largest compressed body taken: Prometheus sends at most
 /// `max_samples_per_send` (2,000 by default) samples a request, a few
