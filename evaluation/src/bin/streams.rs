@@ -22,7 +22,7 @@ use std::time::Instant;
 use evaluation::streams::corpus::Stream;
 use evaluation::streams::scoring::{self, PROFILES, Windows};
 use evaluation::streams::{
-    Line, Scored, best_threshold, compare, corpus, detect, per_family, unseen,
+    Line, Scored, best_threshold, compare, corpus, detect, per_family, tune_thresholds, unseen,
 };
 use models::grading::GraderConfig;
 
@@ -235,11 +235,12 @@ fn run(args: &Args) -> Result<(), String> {
         search(&tune);
     }
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
-    let lines = compare(&tune, &holdout);
+    let tuned = tune_thresholds(&tune);
+    let lines = compare(&tuned, &holdout);
     write(args, "streams", &lines, &render(&lines, &holdout))?;
     if args.unseen {
         let unseen = run_seeds(&args.holdout, args.per_family, &grading, unseen::corpus)?;
-        let lines = compare(&tune, &unseen);
+        let lines = compare(&tuned, &unseen);
         write(args, "streams-unseen", &lines, &render(&lines, &unseen))?;
     }
     println!("done in {:.1} s", started.elapsed().as_secs_f64());

@@ -76,33 +76,60 @@ pub struct Line {
     pub holdout_false_positives: usize,
 }
 
-/// Compares every detector on `tune` (threshold choice) and `holdout`.
-pub fn compare(tune: &[Scored], holdout: &[Scored]) -> Vec<Line> {
-    let mut lines = Vec::new();
+/// One detector's global threshold under one profile, chosen on the
+/// tuning seeds.
+#[derive(Debug, Clone)]
+pub struct Tuned {
+    pub detector: &'static str,
+    pub profile: &'static Profile,
+    pub threshold: f64,
+    pub tune_score: f64,
+}
+
+/// Every detector's best threshold per profile on `tune`: chosen once, then
+/// scored on any number of held-out sets ([`compare`]).
+pub fn tune_thresholds(tune: &[Scored]) -> Vec<Tuned> {
     let tw: Vec<&Windows> = tune.iter().map(|r| &r.windows).collect();
-    let hw: Vec<&Windows> = holdout.iter().map(|r| &r.windows).collect();
-    let hn = window_count(hw.iter().copied());
+    let mut out = Vec::new();
     for name in detect::DETECTORS {
         let to: Vec<&[f64]> = tune.iter().map(|r| r.outputs.get(name)).collect();
-        let ho: Vec<&[f64]> = holdout.iter().map(|r| r.outputs.get(name)).collect();
         for p in &PROFILES {
-            let (th, tune_score) = best_threshold(&to, &tw, p);
-            let t = total(ho.iter().copied().zip(hw.iter().copied()), th);
-            let (_, holdout_best) = best_threshold(&ho, &hw, p);
-            lines.push(Line {
-                detector: name.to_string(),
-                profile: p.name,
-                threshold: th,
+            let (threshold, tune_score) = best_threshold(&to, &tw, p);
+            out.push(Tuned {
+                detector: name,
+                profile: p,
+                threshold,
                 tune_score,
-                holdout_score: scoring::normalised(&t, hn, p),
-                holdout_best,
-                holdout_detected: t.detected,
-                holdout_windows: hn,
-                holdout_false_positives: t.fp_count,
             });
         }
     }
-    lines
+    out
+}
+
+/// Scores `holdout` at the thresholds of `tuned` (and at its own best).
+pub fn compare(tuned: &[Tuned], holdout: &[Scored]) -> Vec<Line> {
+    let hw: Vec<&Windows> = holdout.iter().map(|r| &r.windows).collect();
+    let hn = window_count(hw.iter().copied());
+    tuned
+        .iter()
+        .map(|t| {
+            let p = t.profile;
+            let ho: Vec<&[f64]> = holdout.iter().map(|r| r.outputs.get(t.detector)).collect();
+            let tally = total(ho.iter().copied().zip(hw.iter().copied()), t.threshold);
+            let (_, holdout_best) = best_threshold(&ho, &hw, p);
+            Line {
+                detector: t.detector.to_string(),
+                profile: p.name,
+                threshold: t.threshold,
+                tune_score: t.tune_score,
+                holdout_score: scoring::normalised(&tally, hn, p),
+                holdout_best,
+                holdout_detected: tally.detected,
+                holdout_windows: hn,
+                holdout_false_positives: tally.fp_count,
+            }
+        })
+        .collect()
 }
 
 /// Per family on `runs`: windows detected, windows, false positives of
