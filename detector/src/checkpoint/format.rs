@@ -24,7 +24,8 @@ use std::path::Path;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{Checkpoint, from_cbor, to_cbor};
+use super::files::{from_cbor, to_cbor};
+use super::record::Checkpoint;
 
 /// Format version written; bumped on incompatible changes. 3: the checksum
 /// envelope. 2: the forest snapshot layout of models' `rcf` v2 (v1 is no

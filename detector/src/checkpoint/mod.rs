@@ -19,85 +19,24 @@
 //! CBOR (ciborium) because the state holds NaN (missing values) and must
 //! restore bit-identical floats.
 
-use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
 
 pub mod backend;
+mod files;
 mod format;
 pub mod partitions;
+mod record;
+use files::seq_of;
+pub(crate) use files::write_atomic;
+pub use files::{KEEP, from_cbor, to_cbor, wall_ms};
 pub use format::{VERSION, VERSION_NO_CHECKSUM};
 #[cfg(test)]
 pub(crate) use format::{encode, encode_v2};
 pub use partitions::{PartitionCheckpoint, PartitionKey, PartitionStore};
-
-/// Checkpoint files kept.
-pub const KEEP: usize = 3;
-
-/// Next offset to read per (topic, partition).
-pub type Offsets = BTreeMap<(String, i32), i64>;
-
-/// `value` as CBOR; `what` names it in the error.
-pub fn to_cbor<T: Serialize>(value: &T, what: &str) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(1 << 16);
-    ciborium::into_writer(value, &mut out)
-        .map_err(|e| anyhow::anyhow!("serializing {what}: {e}"))?;
-    Ok(out)
-}
-
-/// A value from [`to_cbor`] bytes; `what` names it in the error.
-pub fn from_cbor<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> anyhow::Result<T> {
-    ciborium::from_reader(bytes).map_err(|e| anyhow::anyhow!("decoding {what}: {e}"))
-}
-
-/// Wall-clock epoch ms.
-pub fn wall_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// Everything needed to resume.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Checkpoint {
-    pub seq: u64,
-    /// Wall time it was taken.
-    pub created_ms: i64,
-    /// Event-time watermark of the alert stage.
-    pub watermark_ms: i64,
-    /// Next offset per (topic, partition), as a list (CBOR map keys).
-    #[serde(with = "offsets_list")]
-    pub offsets: Offsets,
-    /// One [`crate::pipeline::shard::Shard`] snapshot per shard, in order.
-    pub shards: Vec<Vec<u8>>,
-    /// The alert stage (engine included).
-    pub stage: Vec<u8>,
-    /// The sink (router groups); empty for sinks without state.
-    pub sink: Vec<u8>,
-}
-
-mod offsets_list {
-    use super::Offsets;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(o: &Offsets, s: S) -> Result<S::Ok, S::Error> {
-        let list: Vec<(&str, i32, i64)> = o
-            .iter()
-            .map(|((t, p), off)| (t.as_str(), *p, *off))
-            .collect();
-        list.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Offsets, D::Error> {
-        let list = Vec::<(String, i32, i64)>::deserialize(d)?;
-        Ok(list.into_iter().map(|(t, p, o)| ((t, p), o)).collect())
-    }
-}
+pub use record::{Checkpoint, Offsets};
 
 /// A directory of checkpoints.
 #[derive(Debug)]
@@ -106,16 +45,6 @@ pub struct CheckpointStore {
     next_seq: u64,
     /// Held while open: one process per checkpoint directory.
     _lock: alerts::DirLock,
-}
-
-/// The sequence number in a checkpoint file's name
-/// (`checkpoint-<seq>.cbor`, as [`write_atomic`] names it).
-fn seq_of(path: &Path) -> Option<u64> {
-    let name = path.file_name()?.to_str()?;
-    name.strip_prefix("checkpoint-")?
-        .strip_suffix(".cbor")?
-        .parse()
-        .ok()
 }
 
 impl CheckpointStore {
@@ -201,24 +130,6 @@ impl CheckpointStore {
         }
         Ok(None)
     }
-}
-
-/// Writes `bytes` as `dir/checkpoint-<seq>.cbor` so that a reader sees
-/// the whole file or none: a `.tmp` file, fsynced, renamed, then the
-/// directory fsynced.
-pub(crate) fn write_atomic(dir: &Path, seq: u64, bytes: &[u8]) -> anyhow::Result<()> {
-    let path = dir.join(format!("checkpoint-{seq:010}.cbor"));
-    let tmp = path.with_extension("cbor.tmp");
-    {
-        let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(bytes)
-            .and_then(|()| f.sync_all())
-            .with_context(|| format!("writing {}", tmp.display()))?;
-    }
-    fs::rename(&tmp, &path).with_context(|| format!("renaming {}", tmp.display()))?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("syncing {}", dir.display()))
 }
 
 /// The checkpoint in the file at `path`, its checksum verified; errors

@@ -29,14 +29,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::KEEP;
-pub use super::backend::StoreUrl;
 use super::backend::lease::{self, Writer};
 use super::backend::{Backend, Hold};
+pub use super::backend::{PartitionKey, StoreUrl};
+use super::files::KEEP;
 use super::format::{ByteBuf, Bytes, Envelope};
-
-/// A topic and partition.
-pub type PartitionKey = (String, i32);
 
 /// Format version of a partition checkpoint file.
 pub const PARTITION_VERSION: u32 = 1;

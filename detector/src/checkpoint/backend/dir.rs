@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::{PartitionKey, file_name, partition_dir};
-use crate::checkpoint::seq_of;
+use crate::checkpoint::files::{PartitionKey, file_name, partition_dir, seq_of};
 
 /// The lock file in each partition directory.
 const PARTITION_LOCK: &str = ".forewarn-partition.lock";
@@ -65,7 +64,7 @@ impl DirBackend {
     pub fn write(&self, key: &PartitionKey, seq: u64, bytes: &[u8]) -> anyhow::Result<()> {
         let dir = self.dir_of(key);
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        crate::checkpoint::write_atomic(&dir, seq, bytes)
+        crate::checkpoint::files::write_atomic(&dir, seq, bytes)
     }
 
     pub fn remove(&self, key: &PartitionKey, seq: u64) {

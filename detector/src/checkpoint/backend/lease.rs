@@ -46,7 +46,7 @@ impl Writer {
         let token = format!(
             "{}-{}-{n}",
             std::process::id(),
-            crate::checkpoint::wall_ms()
+            crate::checkpoint::files::wall_ms()
         );
         Writer {
             name,

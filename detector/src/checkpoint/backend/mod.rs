@@ -11,7 +11,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::PartitionKey;
+pub use super::files::{PartitionKey, file_name, partition_dir};
 
 mod blocking;
 pub mod dir;
@@ -77,16 +77,6 @@ impl fmt::Display for StoreUrl {
             StoreUrl::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
         }
     }
-}
-
-/// The file name of checkpoint `seq` (as `super::write_atomic` names it).
-pub fn file_name(seq: u64) -> String {
-    format!("checkpoint-{seq:010}.cbor")
-}
-
-/// The folder of `key`'s files under the root.
-pub fn partition_dir(key: &PartitionKey) -> String {
-    format!("{}-{}", key.0, key.1)
 }
 
 /// One of the two backends.

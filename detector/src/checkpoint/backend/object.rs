@@ -22,8 +22,7 @@ use object_store::{
 
 use super::blocking::Blocking;
 use super::lease::{self, Held, LEASE_OBJECT, Verdict, Writer};
-use super::{PartitionKey, file_name, partition_dir};
-use crate::checkpoint::seq_of;
+use crate::checkpoint::files::{PartitionKey, file_name, partition_dir, seq_of};
 
 /// Retries of one request: few and short, since the caller (the alert
 /// thread, the Kafka poll loop) waits on them; a checkpoint that fails is
@@ -173,7 +172,7 @@ impl ObjectBackend {
         let path = self.path(key, Some(LEASE_OBJECT));
         let claimed = self.rt.run(|| async {
             for _ in 0..3 {
-                let now = crate::checkpoint::wall_ms();
+                let now = crate::checkpoint::files::wall_ms();
                 let mode = match self.store.get(&path).await {
                     Err(object_store::Error::NotFound { .. }) => PutMode::Create,
                     Err(e) => return Err(anyhow::Error::new(e).context("reading the lease")),
@@ -227,7 +226,7 @@ impl ObjectBackend {
         let name = self.name_of(key, Some(LEASE_OBJECT));
         let path = self.path(key, Some(LEASE_OBJECT));
         let mut lease = held.lease.clone();
-        lease.renewed_ms = crate::checkpoint::wall_ms();
+        lease.renewed_ms = crate::checkpoint::files::wall_ms();
         let mode = PutMode::Update(UpdateVersion {
             e_tag: held.e_tag.clone(),
             version: held.version.clone(),
