@@ -17,28 +17,10 @@ use crate::silence::Silence;
 use crate::time::{self, parse_duration};
 
 mod correlation;
+mod error;
 
 pub use correlation::{JobRule, Level, RawCorrelation, RawJobRule, RawLevel};
-
-/// A config problem, naming the key behind it (`lifecycle.kinds.xid.for`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid config at `{key}`: {problem}")]
-pub struct ConfigError {
-    /// Dotted path of the offending key.
-    pub key: String,
-    /// What is wrong with it.
-    pub problem: String,
-}
-
-impl ConfigError {
-    /// A problem at `key`.
-    pub fn new(key: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self {
-            key: key.into(),
-            problem: problem.into(),
-        }
-    }
-}
+pub use error::ConfigError;
 
 /// Parses a duration field, naming the key on error.
 pub(crate) fn duration(key: &str, text: &str) -> Result<Duration, ConfigError> {

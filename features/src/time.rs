@@ -9,27 +9,18 @@
 //! only pins which spellings the contracts accept and the exact output bytes.
 
 mod duration;
+mod error;
 
 pub use duration::{
     LegacyUnit, duration_ms, format_duration, legacy_number, parse_duration,
     parse_duration_or_legacy, serde,
 };
+pub use error::TimeError;
 
 use jiff::Timestamp;
 use jiff::civil::{Date, DateTime, Time};
 use jiff::fmt::temporal::{Pieces, PiecesOffset};
 use jiff::tz::Offset;
-
-/// Why a timestamp or duration string was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TimeError {
-    /// The text is not `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`.
-    #[error("invalid RFC 3339 timestamp {0:?}")]
-    Timestamp(String),
-    /// The text is not a duration of the grammar [`parse_duration`] accepts.
-    #[error("invalid duration {0:?} (expected e.g. \"90s\", \"5m\", \"1h30m\", \"24h\", \"7d\")")]
-    Duration(String),
-}
 
 /// Days in the Gregorian calendar's 400-year cycle: the calendar repeats
 /// exactly after it, which lets any `i64` time be shifted into jiff's range

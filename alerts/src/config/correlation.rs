@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::error::ConfigError;
 use crate::alert::Severity;
 
 /// `[correlation]`: upward correlation thresholds per scope level.

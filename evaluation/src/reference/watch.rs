@@ -14,7 +14,7 @@ use alerts::{AlertEvent, Labels, Scope, Severity, Status};
 use features::{Field, Sample};
 
 use super::cusum::{PoissonCusum, TempCusum, increment, load_level, median};
-use super::{COUNTERS, STATS, Settings, TEMP, stat_name};
+use super::settings::{COUNTERS, STATS, Settings, TEMP, stat_name};
 
 const HOUR_MS: f64 = 3_600_000.0;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use jiff::fmt::friendly::{Designator, Spacing, SpanParser, SpanPrinter};
 use jiff::{SignedDuration, SpanRelativeTo};
 
-use super::TimeError;
+use super::error::TimeError;
 
 static PARSER: SpanParser = SpanParser::new();
 

@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::sampling::Examples;
+use super::examples::Examples;
 
 /// One counted warning per GPU per this much event time.
 pub const WINDOW_MS: i64 = 6 * 3_600_000;

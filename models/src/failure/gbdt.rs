@@ -11,7 +11,7 @@ use perpetual::objective::Objective;
 use perpetual::{Matrix, PerpetualBooster};
 use serde::{Deserialize, Serialize};
 
-use super::FailureModelError;
+use super::common::FailureModelError;
 
 /// One node: a split (`feature` < `threshold` → `left`, else `right`,
 /// missing → `missing`) or a leaf (`feature` = `LEAF`, `value`).

@@ -9,7 +9,7 @@ use linfa_logistic::LogisticRegression;
 use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
 
-use super::FailureModelError;
+use super::common::FailureModelError;
 
 /// A fitted baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

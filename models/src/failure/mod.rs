@@ -10,6 +10,8 @@
 //! array walks, no allocation).
 
 pub mod budget;
+mod common;
+mod examples;
 pub mod forust;
 pub mod gbdt;
 pub mod history;
@@ -23,69 +25,18 @@ use std::path::Path;
 
 use features::FEATURE_SCHEMA_VERSION;
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
 
+pub use common::{FailureModelError, Primary};
+pub use examples::Examples;
 pub use gbdt::{Booster, Gbdt, GbdtParams};
 pub use history::History;
 pub use input::{INPUT_VERSION, INPUT_WIDTH, InputState, input_names};
 pub use logistic::Logistic;
 pub use platt::Platt;
-pub use sampling::Examples;
-
-/// Which of the artifact's two models raises alarms: `train` keeps the one
-/// that did better on its validation split (artifacts from before the
-/// choice have none recorded and use the GBDT).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Primary {
-    #[default]
-    Gbdt,
-    Logistic,
-}
-
-impl Primary {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Primary::Gbdt => "gbdt",
-            Primary::Logistic => "logistic",
-        }
-    }
-}
 
 /// The artifact's format tag and version.
 pub const FORMAT: &str = "forewarn-failure-model";
 pub const FORMAT_VERSION: u32 = 2;
-
-#[derive(Debug, Error)]
-pub enum FailureModelError {
-    #[error("training failed: {0}")]
-    Training(String),
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path} is not a forewarn model: {message}")]
-    Format { path: String, message: String },
-    #[error(
-        "{path} was trained on feature schema version {found}, this build computes version \
-         {expected}: retrain it with `forewarn train` on a fresh `forewarn features` export"
-    )]
-    SchemaMismatch {
-        path: String,
-        found: u32,
-        expected: u32,
-    },
-    #[error(
-        "{path} was trained on model input version {found}, this build computes version \
-         {expected}: retrain it with `forewarn train`"
-    )]
-    InputMismatch {
-        path: String,
-        found: u32,
-        expected: u32,
-    },
-}
 
 /// How and on what the model was trained.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

@@ -26,6 +26,7 @@
 //! says so (`warming_up`). Everything is arithmetic on the inputs in order:
 //! same rows, same grades.
 
+mod config;
 mod normalize;
 mod state;
 #[cfg(test)]
@@ -34,111 +35,9 @@ mod tests;
 use serde::{Deserialize, Serialize};
 
 pub use crate::calibration::CalibrationError;
+pub use config::GraderConfig;
 pub use normalize::{InputNormalizer, NORMALIZED_LIMIT};
 pub use state::{Episode, ScoreStats};
-
-/// Parameters of the grader. Defaults were tuned on the labelled stream
-/// corpus of `evaluation` (`cargo run -p evaluation --bin streams`, see
-/// docs/performance.md) and hold for every stream: that is the point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GraderConfig {
-    /// Normalise each input by its running mean and deviation.
-    pub normalize_inputs: bool,
-    /// Decay of the inputs' running statistics (memory `1 / input_decay` rows).
-    pub input_decay: f64,
-    /// Decay of the scores' running statistics.
-    pub score_decay: f64,
-    /// Scores learnt before anything is graded.
-    pub warmup: usize,
-    /// Standing (deviations above the mean score) that opens an event.
-    pub lower: f64,
-    /// Standing at which the grade reaches 1.
-    pub upper: f64,
-    /// Standing below which an open event closes; at most `lower`.
-    pub release: f64,
-    /// Scores at or below this are never flagged (a forest scores ordinary
-    /// points about 1).
-    pub min_score: f64,
-    /// The deviation is at least this share of the mean score.
-    pub min_deviation: f64,
-    /// Rise of the standing above an open event's peak that flags again.
-    pub repeat_rise: f64,
-}
-
-impl Default for GraderConfig {
-    fn default() -> Self {
-        Self {
-            normalize_inputs: true,
-            input_decay: 1.0 / 1024.0,
-            score_decay: 1.0 / 1024.0,
-            warmup: 128,
-            lower: 2.5,
-            upper: 9.0,
-            release: 2.0,
-            min_score: 1.0,
-            min_deviation: 0.0,
-            repeat_rise: 4.0,
-        }
-    }
-}
-
-impl GraderConfig {
-    /// Checks every field; the error names the first bad one.
-    pub fn validate(&self) -> Result<(), CalibrationError> {
-        let bad = |field, reason, value: f64| {
-            Err(CalibrationError::InvalidParameter {
-                field,
-                reason,
-                value: value.to_string(),
-            })
-        };
-        for (field, v) in [
-            ("input_decay", self.input_decay),
-            ("score_decay", self.score_decay),
-        ] {
-            if !(v > 0.0 && v <= 1.0) {
-                return bad(field, "must be in (0, 1]", v);
-            }
-        }
-        if !(self.lower.is_finite() && self.lower > 0.0) {
-            return bad("lower", "must be finite and positive", self.lower);
-        }
-        if !(self.upper.is_finite() && self.upper > self.lower) {
-            return bad("upper", "must be finite and above lower", self.upper);
-        }
-        if !(self.release.is_finite() && self.release <= self.lower) {
-            return bad("release", "must be finite and at most lower", self.release);
-        }
-        if !self.min_score.is_finite() {
-            return bad("min_score", "must be finite", self.min_score);
-        }
-        if !(self.min_deviation.is_finite() && self.min_deviation >= 0.0) {
-            return bad(
-                "min_deviation",
-                "must be finite and non-negative",
-                self.min_deviation,
-            );
-        }
-        if !(self.repeat_rise.is_finite() && self.repeat_rise >= 0.0) {
-            return bad(
-                "repeat_rise",
-                "must be finite and non-negative",
-                self.repeat_rise,
-            );
-        }
-        if self.warmup > 1_000_000 {
-            return bad("warmup", "must be at most 1000000", self.warmup as f64);
-        }
-        Ok(())
-    }
-
-    /// The grade of a row standing `z` deviations up: 0.5 at `lower`, 1 at
-    /// `upper` and beyond.
-    pub fn grade_of(&self, z: f64) -> f64 {
-        0.5 + 0.5 * ((z - self.lower) / (self.upper - self.lower)).clamp(0.0, 1.0)
-    }
-}
 
 /// The graded view of one score.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

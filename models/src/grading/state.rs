@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::GraderConfig;
+use super::config::GraderConfig;
 
 /// Exponentially weighted mean and variance of the scores.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
