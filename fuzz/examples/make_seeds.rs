@@ -246,7 +246,14 @@ fn forests() {
             f.to_json().expect("json").as_bytes(),
         );
         if name == "small" {
-            let mut t = ThresholdedForest::new(f, Default::default()).expect("thresholded");
+            let mut t = ThresholdedForest::new(
+                f,
+                models::grading::GraderConfig {
+                    differences: false,
+                    ..Default::default()
+                },
+            )
+            .expect("thresholded");
             for i in 0..20 {
                 let _ = t.process(&[(i % 5) as f64 / 5.0, 0.5]);
             }

@@ -69,7 +69,7 @@ proptest! {
             .collect();
         let cut = cut.min(rows.len());
         let calib = GraderConfig { warmup: 16, ..Default::default() };
-        let mut a = ThresholdedForest::new(small_forest(3, 2, seed), calib.clone()).expect("valid");
+        let mut a = ThresholdedForest::new(small_forest(calib.forest_dimensions(3), 2, seed), calib.clone()).expect("valid");
         for r in &rows[..cut] {
             a.process(r).expect("dims");
         }

@@ -16,18 +16,22 @@ const CLEAN_FROM: usize = 500;
 /// (2.5 deviations) is deliberately permissive: a consumer thresholds the
 /// grade, and at the stream corpus's global threshold (grade 0.7, see
 /// docs/performance.md) far fewer clean rows pass.
-const MAX_CLEAN_FLAG_RATE: f64 = 0.01;
+/// Measured on seeds 10–15: 0.0133 with each metric's change beside it
+/// (the default), 0.0051 without; the change's own tail opens more events
+/// at the permissive threshold, while at grade 0.7 fewer clean rows pass
+/// (0.0003 against 0.0008).
+const MAX_CLEAN_FLAG_RATE: f64 = 0.02;
 /// Ceiling of the fraction of clean rows flagged at grade 0.7 or more.
-const MAX_CLEAN_RATE_AT_0_7: f64 = 0.002;
+const MAX_CLEAN_RATE_AT_0_7: f64 = 0.001;
 
 fn detector(seed: u64) -> ThresholdedForest {
+    let calib = GraderConfig::default();
     let forest = Forest::builder()
-        .input_dimensions(2)
+        .input_dimensions(calib.forest_dimensions(2))
         .shingle_size(4)
         .seed(seed)
         .build()
         .expect("valid forest");
-    let calib = GraderConfig::default();
     ThresholdedForest::new(forest, calib).expect("valid calibration")
 }
 

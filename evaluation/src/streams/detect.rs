@@ -8,8 +8,9 @@
 //! - `grade`: the thresholded grader (`models::rcf::ThresholdedForest`).
 //!
 //! Part of the stream benchmark (`streams/`). The grader's forest sees
-//! normalised inputs, so its scores are kept too: grader settings are tuned
-//! on them without running the forest again ([`regrade`]).
+//! normalised inputs (each value and, by default, its change), so its
+//! scores are kept too: grader settings are tuned on them without running
+//! the forest again ([`regrade`]).
 
 use models::calibration::{Thresholder, ThresholderConfig};
 use models::grading::{Episode, GraderConfig, ScoreStats};
@@ -20,12 +21,12 @@ const SEED: u64 = 17;
 /// Points a tree keeps; scores count once the samplers are full.
 const SAMPLE: usize = 256;
 
-fn forest() -> Result<Forest, RcfError> {
+fn forest(dims: usize) -> Result<Forest, RcfError> {
     Forest::builder()
         .trees(50)
         .sample_size(SAMPLE)
         .shingle_size(4)
-        .input_dimensions(1)
+        .input_dimensions(dims)
         .threads(1)
         .seed(SEED)
         .build()
@@ -57,9 +58,10 @@ impl Outputs {
 /// Runs every detector over `values`; `probation` rows are left out of
 /// the min-max scaling.
 pub fn run(values: &[f64], probation: usize, grading: &GraderConfig) -> Result<Outputs, RcfError> {
-    let mut raw_forest = forest()?;
+    let mut raw_forest = forest(1)?;
     let mut quantile = Thresholder::new(ThresholderConfig::default())?;
-    let mut graded = ThresholdedForest::new(forest()?, grading.clone())?;
+    let mut graded =
+        ThresholdedForest::new(forest(grading.forest_dimensions(1))?, grading.clone())?;
     let n = values.len();
     let mut raw = Vec::with_capacity(n);
     let mut quantile_grade = Vec::with_capacity(n);

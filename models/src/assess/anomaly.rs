@@ -138,7 +138,9 @@ impl TryFrom<AnomalyRepr> for AnomalyModel {
 /// single streams): a shard's forest scores many GPUs, and an anomaly
 /// warning needs its grade held for the alert's `for`, so an event opens at
 /// 5 deviations, holds while the standing stays at 4 and reaches grade 1 at
-/// 15; a longer warm-up, and no event below a forest score of 1.5.
+/// 15; a longer warm-up, and no event below a forest score of 1.5. Its
+/// inputs are features already (rates, residuals against load and peers),
+/// so the forest takes no differences.
 pub fn grader_config() -> GraderConfig {
     GraderConfig {
         warmup: 1024,
@@ -146,6 +148,7 @@ pub fn grader_config() -> GraderConfig {
         upper: 15.0,
         release: 4.0,
         min_score: 1.5,
+        differences: false,
         ..GraderConfig::default()
     }
 }

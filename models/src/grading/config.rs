@@ -35,6 +35,14 @@ pub struct GraderConfig {
     pub min_deviation: f64,
     /// Rise of the standing above an open event's peak that flags again.
     pub repeat_rise: f64,
+    /// Beside each input, its change since the row before (normalised on
+    /// its own): the forest sees a level and a step per metric, so a jump
+    /// on a wandering level or a busy period unlike the others stands out
+    /// where the level alone has moved on. Used by `rcf::ThresholdedForest`
+    /// (its forest takes [`Self::forest_dimensions`] inputs); snapshots
+    /// from before it have none.
+    #[serde(default)]
+    pub differences: bool,
 }
 
 impl Default for GraderConfig {
@@ -50,6 +58,7 @@ impl Default for GraderConfig {
             min_score: 1.0,
             min_deviation: 0.0,
             repeat_rise: 4.0,
+            differences: true,
         }
     }
 }
@@ -102,6 +111,16 @@ impl GraderConfig {
             return bad("warmup", "must be at most 1000000", self.warmup as f64);
         }
         Ok(())
+    }
+
+    /// The forest's input width for rows of `metrics` values: each value
+    /// and, with [`Self::differences`], its change.
+    pub fn forest_dimensions(&self, metrics: usize) -> usize {
+        if self.differences {
+            2 * metrics
+        } else {
+            metrics
+        }
     }
 
     /// The grade of a row standing `z` deviations up: 0.5 at `lower`, 1 at

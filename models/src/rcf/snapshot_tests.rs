@@ -253,10 +253,50 @@ fn snapshots_of_the_quantile_calibration_are_refused() {
     let legacy = serde_json::json!({ "forest": small_snapshot(2), "thresholder": {} });
     let err = ThresholdedForest::from_json(&legacy.to_string()).expect_err("legacy");
     assert!(err.to_string().contains("quantile calibration"), "{err}");
-    let mut t = ThresholdedForest::new(forest(2, 16, 1, 1, 1), Default::default()).expect("valid");
+    let mut t = ThresholdedForest::new(forest(2, 16, 2, 1, 1), Default::default()).expect("valid");
     for i in 0..50 {
         t.process(&[f64::from(i % 7)]).expect("dims");
     }
     let back = ThresholdedForest::from_json(&t.to_json().expect("json")).expect("restores");
     assert_eq!(back.to_json().expect("json"), t.to_json().expect("json"));
+}
+
+/// With differences the forest takes each metric and its change: an odd
+/// input width is refused by name, the last values travel in the snapshot
+/// (a restored detector continues exactly), and a snapshot whose last
+/// values do not fit its forest is refused.
+#[test]
+fn differences_take_two_inputs_per_metric_and_snapshot_the_last_values() {
+    let e = ThresholdedForest::new(forest(2, 16, 3, 1, 1), Default::default()).expect_err("odd");
+    assert!(e.to_string().contains("input_dimensions"), "{e}");
+    let config = crate::grading::GraderConfig {
+        warmup: 16,
+        ..Default::default()
+    };
+    let mut t = ThresholdedForest::new(forest(3, 16, 4, 1, 1), config).expect("valid");
+    assert_eq!(t.metrics(), 2);
+    let row = |i: i32| {
+        [
+            f64::from(i % 5),
+            if i % 9 == 0 { f64::NAN } else { f64::from(i) },
+        ]
+    };
+    for i in 0..60 {
+        t.process(&row(i)).expect("dims");
+    }
+    let mut back = ThresholdedForest::from_json(&t.to_json().expect("json")).expect("restores");
+    for i in 60..120 {
+        let (a, b) = (
+            t.process(&row(i)).expect("dims"),
+            back.process(&row(i)).expect("dims"),
+        );
+        assert_eq!(a, b, "row {i}");
+        assert_eq!(a.attribution.high.len(), 2, "attribution per metric");
+    }
+    let mut v: serde_json::Value =
+        serde_json::from_str(&t.to_json().expect("json")).expect("parse");
+    v["last"] = serde_json::json!([1.0]);
+    let e =
+        ThresholdedForest::from_json(&v.to_string()).expect_err("one last value for two metrics");
+    assert!(e.to_string().contains("last values"), "{e}");
 }

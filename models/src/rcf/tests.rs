@@ -295,20 +295,20 @@ fn box_slots_stay_dense_and_free_slots_of_old_snapshots_are_compacted() {
 
 #[test]
 fn batches_on_two_threads_equal_row_by_row_on_one() {
+    let calibration = crate::grading::GraderConfig {
+        warmup: 32,
+        ..Default::default()
+    };
     let build = |threads| {
         Forest::builder()
             .trees(13)
             .sample_size(64)
-            .input_dimensions(3)
+            .input_dimensions(calibration.forest_dimensions(3))
             .shingle_size(2)
             .threads(threads)
             .seed(21)
             .build()
             .expect("valid")
-    };
-    let calibration = crate::grading::GraderConfig {
-        warmup: 32,
-        ..Default::default()
     };
     let mut one = ThresholdedForest::new(build(1), calibration.clone()).expect("valid");
     let mut two = ThresholdedForest::new(build(2), calibration).expect("valid");

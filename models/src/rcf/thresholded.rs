@@ -1,5 +1,6 @@
 //! Forest plus the thresholded grader (`crate::grading`): the anomaly
-//! detector the models stage runs. Each input is normalised by its own
+//! detector the models stage runs. Each input, and (with the grader's
+//! `differences`) its change since the row before, is normalised by its own
 //! running statistics, the forest scores the normalised row, and the grader
 //! turns the score into a grade that means the same on every stream, with the
 //! attribution behind it. The whole state snapshots to JSON (and to CBOR in
@@ -62,6 +63,9 @@ pub struct ThresholdedForest {
     forest: Forest,
     normalizer: InputNormalizer,
     grader: Grader,
+    /// The last finite value of each metric (differences only; none
+    /// before the first).
+    last: Vec<Option<f64>>,
 }
 
 /// A snapshot as decoded: a snapshot of the quantile calibration that came
@@ -73,6 +77,8 @@ pub(crate) struct ThresholdedRepr {
     normalizer: Option<InputNormalizer>,
     #[serde(default)]
     grader: Option<Grader>,
+    #[serde(default)]
+    last: Vec<Option<f64>>,
 }
 
 impl ThresholdedRepr {
@@ -102,22 +108,62 @@ impl TryFrom<ThresholdedRepr> for ThresholdedForest {
                 reason: "input normalizer does not match the forest",
             });
         }
+        let dims = r.forest.config().input_dimensions;
+        let metrics = metrics_of(grader.config(), dims);
+        let last_ok = if grader.config().differences {
+            dims.is_multiple_of(2)
+                && r.last.len() == metrics
+                && r.last.iter().flatten().all(|x| x.is_finite())
+        } else {
+            r.last.is_empty()
+        };
+        if !last_ok {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "the last values do not match the forest's inputs",
+            });
+        }
         Ok(Self {
             forest: r.forest,
             normalizer,
             grader,
+            last: r.last,
         })
     }
 }
 
+/// Metrics per row for a forest of `dims` inputs.
+fn metrics_of(config: &GraderConfig, dims: usize) -> usize {
+    if config.differences { dims / 2 } else { dims }
+}
+
 impl ThresholdedForest {
+    /// `forest` must take `config.forest_dimensions(metrics)` inputs.
     pub fn new(forest: Forest, config: GraderConfig) -> Result<Self, RcfError> {
-        let normalizer = InputNormalizer::new(forest.config().input_dimensions, config.input_decay);
+        let dims = forest.config().input_dimensions;
+        if config.differences && !dims.is_multiple_of(2) {
+            return Err(RcfError::InvalidParameter {
+                field: "input_dimensions",
+                reason: "with differences the forest takes two inputs per metric (GraderConfig::forest_dimensions)",
+                value: dims.to_string(),
+            });
+        }
+        let last = if config.differences {
+            vec![None; dims / 2]
+        } else {
+            Vec::new()
+        };
+        let normalizer = InputNormalizer::new(dims, config.input_decay);
         Ok(Self {
             forest,
             normalizer,
             grader: Grader::new(config)?,
+            last,
         })
+    }
+
+    /// Values per input row.
+    pub fn metrics(&self) -> usize {
+        metrics_of(self.grader.config(), self.forest.config().input_dimensions)
     }
 
     pub fn forest(&self) -> &Forest {
@@ -128,19 +174,44 @@ impl ThresholdedForest {
         &self.grader
     }
 
-    /// `row` as the forest sees it (normalised when configured), without
-    /// learning from it.
-    fn input(&self, row: &[f64], out: &mut Vec<f64>) {
+    /// `row` with each value's change since the last finite one appended
+    /// (a missing value's change is missing; the first row's is 0).
+    fn widen(&self, row: &[f64], out: &mut Vec<f64>) {
+        out.clear();
+        out.extend_from_slice(row);
+        if self.grader.config().differences {
+            out.extend(row.iter().zip(&self.last).map(|(&x, &l)| match l {
+                _ if !x.is_finite() => f64::NAN,
+                Some(l) => x - l,
+                None => 0.0,
+            }));
+        }
+    }
+
+    /// The widened `row` as the forest sees it (normalised when
+    /// configured), without learning from it.
+    fn input(&self, wide: &[f64], out: &mut Vec<f64>) {
         if self.grader.config().normalize_inputs {
-            self.normalizer.apply(row, out);
+            self.normalizer.apply(wide, out);
         } else {
             out.clear();
-            out.extend_from_slice(row);
+            out.extend_from_slice(wide);
+        }
+    }
+
+    /// Learns the widened row: the normaliser's statistics and each
+    /// metric's last value.
+    fn learn(&mut self, row: &[f64], wide: &[f64]) {
+        self.normalizer.learn(wide);
+        for (l, &x) in self.last.iter_mut().zip(row) {
+            if x.is_finite() {
+                *l = Some(x);
+            }
         }
     }
 
     fn check(&self, row: &[f64]) -> Result<(), RcfError> {
-        let expected = self.forest.config().input_dimensions;
+        let expected = self.metrics();
         if row.len() != expected {
             return Err(RcfError::DimensionMismatch {
                 expected,
@@ -153,10 +224,11 @@ impl ThresholdedForest {
     /// Scores, grades and explains `row`, then learns from it.
     pub fn process(&mut self, row: &[f64]) -> Result<Verdict, RcfError> {
         self.check(row)?;
-        let mut x = Vec::with_capacity(row.len());
-        self.input(row, &mut x);
+        let (mut wide, mut x) = (Vec::new(), Vec::new());
+        self.widen(row, &mut wide);
+        self.input(&wide, &mut x);
         let attribution = self.forest.attribute_and_update(&x)?;
-        self.normalizer.learn(row);
+        self.learn(row, &wide);
         let seen = self.forest.points_seen();
         Ok(self.verdict(attribution, seen, None))
     }
@@ -166,10 +238,11 @@ impl ThresholdedForest {
     /// pipeline's shard forest, one episode per GPU).
     pub fn process_for(&mut self, row: &[f64], episode: &mut Episode) -> Result<Verdict, RcfError> {
         self.check(row)?;
-        let mut x = Vec::with_capacity(row.len());
-        self.input(row, &mut x);
+        let (mut wide, mut x) = (Vec::new(), Vec::new());
+        self.widen(row, &mut wide);
+        self.input(&wide, &mut x);
         let attribution = self.forest.attribute_and_update(&x)?;
-        self.normalizer.learn(row);
+        self.learn(row, &wide);
         let seen = self.forest.points_seen();
         Ok(self.verdict(attribution, seen, Some(episode)))
     }
@@ -179,19 +252,20 @@ impl ThresholdedForest {
     /// computed only when an event is open; otherwise it is empty.
     pub fn assess_for(&self, row: &[f64], episode: &mut Episode) -> Result<Verdict, RcfError> {
         self.check(row)?;
-        let mut x = Vec::with_capacity(row.len());
-        self.input(row, &mut x);
+        let (mut wide, mut x) = (Vec::new(), Vec::new());
+        self.widen(row, &mut wide);
+        self.input(&wide, &mut x);
         let score = self.forest.score(&x)?;
         let g = if self.is_mature(self.forest.points_seen()) && score > 0.0 {
             crate::grading::grade(score, self.grader.stats(), episode, self.grader.config())
         } else {
             Grade::WARMING_UP
         };
-        let dims = self.forest.config().input_dimensions;
+        let metrics = self.metrics();
         let attribution = if g.in_event {
-            self.forest.attribution(&x)?.per_metric(dims)
+            self.forest.attribution(&x)?.per_metric(metrics)
         } else {
-            DiVector::zeros(dims)
+            DiVector::zeros(metrics)
         };
         Ok(Self::assemble(score, g, attribution))
     }
@@ -201,13 +275,14 @@ impl ThresholdedForest {
     pub fn process_batch<R: AsRef<[f64]>>(&mut self, rows: &[R]) -> Result<Vec<Verdict>, RcfError> {
         let m = self.forest.config().input_dimensions;
         let mut flat = Vec::with_capacity(rows.len() * m);
-        let mut x = Vec::with_capacity(m);
+        let (mut wide, mut x) = (Vec::with_capacity(m), Vec::with_capacity(m));
         for row in rows {
             let row = row.as_ref();
             self.check(row)?;
-            self.input(row, &mut x);
+            self.widen(row, &mut wide);
+            self.input(&wide, &mut x);
             flat.extend_from_slice(&x);
-            self.normalizer.learn(row);
+            self.learn(row, &wide);
         }
         let inputs: Vec<&[f64]> = flat.chunks_exact(m).collect();
         let rows = self.forest.attribute_and_update_batch(&inputs)?;
@@ -233,7 +308,8 @@ impl ThresholdedForest {
         episode: Option<&mut Episode>,
     ) -> Verdict {
         let score = attribution.total();
-        let attribution = attribution.per_metric(self.forest.config().input_dimensions);
+        // Shingle lags and each metric's change fold onto the metric.
+        let attribution = attribution.per_metric(self.metrics());
         let g = if self.is_mature(seen) && score > 0.0 {
             match episode {
                 Some(e) => self.grader.process_for(score, e, true),
@@ -259,7 +335,7 @@ impl ThresholdedForest {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.forest.heap_bytes() + self.normalizer.heap_bytes()
+        self.forest.heap_bytes() + self.normalizer.heap_bytes() + self.last.capacity() * 16
     }
 
     /// Serialises forest, normaliser and grader (JSON).

@@ -101,6 +101,12 @@ pub struct ScoreArgs {
     /// running mean and deviation.
     #[arg(long)]
     pub no_normalize: bool,
+    /// Feed the forest each metric alone, without its change since the
+    /// row before beside it (the default, which finds a jump on a
+    /// wandering level; without it the forest has half the inputs and
+    /// `score` ran 15–25 % faster on three metrics).
+    #[arg(long)]
+    pub no_differences: bool,
     /// Tree nodes holding at least this many distinct points cache their
     /// bounding box (more memory, fewer leaf scans; scores do not change).
     #[arg(long, default_value_t = 6)]
@@ -276,11 +282,24 @@ pub fn score_csv<R: Read + Send, W: Write>(
 }
 
 fn build_detector(args: &ScoreArgs, metrics: usize) -> Result<ThresholdedForest> {
+    let defaults = GraderConfig::default();
+    let grading = GraderConfig {
+        normalize_inputs: !args.no_normalize,
+        differences: !args.no_differences,
+        input_decay: args.decay.unwrap_or(defaults.input_decay),
+        score_decay: args.decay.unwrap_or(defaults.score_decay),
+        warmup: args.warmup,
+        lower: args.lower,
+        upper: args.upper,
+        release: args.release,
+        min_score: args.min_score,
+        ..defaults
+    };
     let shingle = args.shingle.unwrap_or(if metrics == 1 { 4 } else { 1 });
     let mut builder = Forest::builder()
         .trees(args.trees)
         .sample_size(args.sample_size)
-        .input_dimensions(metrics)
+        .input_dimensions(grading.forest_dimensions(metrics))
         .shingle_size(shingle)
         .box_cache_min_mass(args.box_cache_min_mass)
         .threads(args.threads.unwrap_or_else(|| {
@@ -294,17 +313,5 @@ fn build_detector(args: &ScoreArgs, metrics: usize) -> Result<ThresholdedForest>
         builder = builder.output_after(n);
     }
     let forest = builder.build().context("invalid forest parameters")?;
-    let defaults = GraderConfig::default();
-    let grading = GraderConfig {
-        normalize_inputs: !args.no_normalize,
-        input_decay: args.decay.unwrap_or(defaults.input_decay),
-        score_decay: args.decay.unwrap_or(defaults.score_decay),
-        warmup: args.warmup,
-        lower: args.lower,
-        upper: args.upper,
-        release: args.release,
-        min_score: args.min_score,
-        ..defaults
-    };
     ThresholdedForest::new(forest, grading).context("invalid grading parameters")
 }
