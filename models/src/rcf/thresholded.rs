@@ -235,7 +235,9 @@ impl ThresholdedForest {
 
     /// `process` for another stream's `episode`: the forest and the
     /// statistics are shared, the event is that stream's own (the
-    /// pipeline's shard forest, one episode per GPU).
+    /// pipeline's shard forest, one episode per GPU). The last values are
+    /// the forest's too, so a forest fed several streams should take no
+    /// differences (the pipeline's takes none).
     pub fn process_for(&mut self, row: &[f64], episode: &mut Episode) -> Result<Verdict, RcfError> {
         self.check(row)?;
         let (mut wide, mut x) = (Vec::new(), Vec::new());
