@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
+//!     [--no-differences]
 //! ```
 //!
 //! Writes `DIR/streams.md` (the tables) and `DIR/streams.json`. `--search`
@@ -14,6 +15,8 @@
 //! `--unseen` also scores the families no setting was tuned on
 //! (`streams::unseen`) on the held-out seeds, at the thresholds chosen on
 //! the tuning seeds, into `DIR/streams-unseen.md` and `.json`.
+//! `--no-differences` grades the forest of the levels alone (the grader
+//! before 2026-12-06; `forewarn score --no-differences`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +29,7 @@ use evaluation::streams::{
 };
 use models::grading::GraderConfig;
 
-const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
+const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--no-differences]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
 fleet-simulator streams, every detector run over it, one global threshold
@@ -38,7 +41,10 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
   --per-family N     streams of each synthetic family per seed (6)
   --search           also tune the grader's settings on the tuning seeds
   --unseen           also score families no setting was tuned on
-                     (streams-unseen.md and .json)";
+                     (streams-unseen.md and .json)
+  --no-differences   the grade's forest sees each value alone, without its
+                     change since the row before (forewarn score's
+                     --no-differences)";
 
 struct Args {
     out: PathBuf,
@@ -47,6 +53,7 @@ struct Args {
     per_family: usize,
     search: bool,
     unseen: bool,
+    no_differences: bool,
 }
 
 fn seeds(flag: &str, v: Option<String>) -> Result<Vec<u64>, String> {
@@ -68,6 +75,7 @@ fn parse() -> Result<Args, String> {
         per_family: 6,
         search: false,
         unseen: false,
+        no_differences: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -83,6 +91,7 @@ fn parse() -> Result<Args, String> {
             }
             "--search" => a.search = true,
             "--unseen" => a.unseen = true,
+            "--no-differences" => a.no_differences = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -216,7 +225,10 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    let grading = GraderConfig::default();
+    let grading = GraderConfig {
+        differences: !args.no_differences,
+        ..GraderConfig::default()
+    };
     let started = Instant::now();
     let tune = run_seeds(&args.tune, args.per_family, &grading, corpus::corpus)?;
     let holdout = run_seeds(&args.holdout, args.per_family, &grading, corpus::corpus)?;
