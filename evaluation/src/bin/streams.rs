@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
-//!     [--no-differences]
+//!     [--fresh] [--no-differences]
 //! ```
 //!
 //! Writes `DIR/streams.md` (the tables) and `DIR/streams.json`. `--search`
@@ -15,7 +15,8 @@
 //! `--unseen` also scores the families no setting was tuned on
 //! (`streams::unseen`) on the held-out seeds, at the thresholds chosen on
 //! the tuning seeds, into `DIR/streams-unseen.md` and `.json`.
-//! `--no-differences` grades the forest of the levels alone (the grader
+//! `--fresh` scores a second set no choice has looked at (`streams::fresh`)
+//! into `DIR/streams-fresh.md` and `.json`. `--no-differences` grades the forest of the levels alone (the grader
 //! before 2026-12-06; `forewarn score --no-differences`).
 
 use std::path::PathBuf;
@@ -25,11 +26,12 @@ use std::time::Instant;
 use evaluation::streams::corpus::Stream;
 use evaluation::streams::scoring::{self, PROFILES, Windows};
 use evaluation::streams::{
-    Line, Scored, best_threshold, compare, corpus, detect, per_family, tune_thresholds, unseen,
+    Line, Scored, best_threshold, compare, corpus, detect, fresh, per_family, tune_thresholds,
+    unseen,
 };
 use models::grading::GraderConfig;
 
-const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--no-differences]
+const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--no-differences]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
 fleet-simulator streams, every detector run over it, one global threshold
@@ -42,6 +44,8 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
   --search           also tune the grader's settings on the tuning seeds
   --unseen           also score families no setting was tuned on
                      (streams-unseen.md and .json)
+  --fresh            also score a second set of families no choice looked at
+                     (streams-fresh.md and .json)
   --no-differences   the grade's forest sees each value alone, without its
                      change since the row before (forewarn score's
                      --no-differences)";
@@ -53,6 +57,7 @@ struct Args {
     per_family: usize,
     search: bool,
     unseen: bool,
+    fresh: bool,
     no_differences: bool,
 }
 
@@ -75,6 +80,7 @@ fn parse() -> Result<Args, String> {
         per_family: 6,
         search: false,
         unseen: false,
+        fresh: false,
         no_differences: false,
     };
     let mut it = std::env::args().skip(1);
@@ -91,6 +97,7 @@ fn parse() -> Result<Args, String> {
             }
             "--search" => a.search = true,
             "--unseen" => a.unseen = true,
+            "--fresh" => a.fresh = true,
             "--no-differences" => a.no_differences = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -254,6 +261,11 @@ fn run(args: &Args) -> Result<(), String> {
         let unseen = run_seeds(&args.holdout, args.per_family, &grading, unseen::corpus)?;
         let lines = compare(&tuned, &unseen);
         write(args, "streams-unseen", &lines, &render(&lines, &unseen))?;
+    }
+    if args.fresh {
+        let fresh = run_seeds(&args.holdout, args.per_family, &grading, fresh::corpus)?;
+        let lines = compare(&tuned, &fresh);
+        write(args, "streams-fresh", &lines, &render(&lines, &fresh))?;
     }
     println!("done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
