@@ -51,18 +51,29 @@ pub const SYNTHETIC: [&str; 7] = [
     "noise",
 ];
 
+/// `per_family` streams of each of `names`, stream `i` of family `f`
+/// drawn by `make` from the seed `seed × mul + 1000 f + i`, xor `mix`:
+/// every corpus's loop, each with its own constants.
+pub fn families(
+    names: &[&'static str],
+    per_family: usize,
+    (seed, mul, mix): (u64, u64, u64),
+    make: fn(&'static str, u64, usize) -> Stream,
+) -> Vec<Stream> {
+    let mut out = Vec::with_capacity(names.len() * per_family);
+    for (f, family) in names.iter().enumerate() {
+        for i in 0..per_family {
+            let s = seed.wrapping_mul(mul).wrapping_add((f * 1000 + i) as u64) ^ mix;
+            out.push(make(family, s, i));
+        }
+    }
+    out
+}
+
 /// The corpus of `seed`: `per_family` streams of each synthetic family and
 /// the simulator's GPU streams.
 pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {
-    let mut out = Vec::new();
-    for (f, family) in SYNTHETIC.iter().enumerate() {
-        for i in 0..per_family {
-            let s = seed
-                .wrapping_mul(1_000_003)
-                .wrapping_add((f * 1000 + i) as u64);
-            out.push(synthetic(family, s, i));
-        }
-    }
+    let mut out = families(&SYNTHETIC, per_family, (seed, 1_000_003, 0), synthetic);
     out.extend(gpu_streams(seed));
     out
 }

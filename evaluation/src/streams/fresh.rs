@@ -30,17 +30,12 @@ pub const FAMILIES: [&str; 4] = ["sawtooth", "heavy_tail", "states", "amplitude"
 
 /// `per_family` streams of each family for `seed`.
 pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {
-    let mut out = Vec::new();
-    for (f, family) in FAMILIES.iter().enumerate() {
-        for i in 0..per_family {
-            let s = seed
-                .wrapping_mul(3_000_017)
-                .wrapping_add((f * 1000 + i) as u64)
-                ^ 0x00F2_E5B0_57EA;
-            out.push(stream(family, s, i));
-        }
-    }
-    out
+    super::corpus::families(
+        &FAMILIES,
+        per_family,
+        (seed, 3_000_017, 0x00F2_E5B0_57EA),
+        stream,
+    )
 }
 
 /// Student's t with `dof` degrees of freedom (a Gaussian over the root of

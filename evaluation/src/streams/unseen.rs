@@ -50,17 +50,12 @@ pub const FAMILIES: [&str; 6] = [
 
 /// `per_family` streams of each unseen family for `seed`.
 pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {
-    let mut out = Vec::new();
-    for (f, family) in FAMILIES.iter().enumerate() {
-        for i in 0..per_family {
-            let s = seed
-                .wrapping_mul(2_000_029)
-                .wrapping_add((f * 1000 + i) as u64)
-                ^ 0x005E_ED0F_0BE5;
-            out.push(stream(family, s, i));
-        }
-    }
-    out
+    super::corpus::families(
+        &FAMILIES,
+        per_family,
+        (seed, 2_000_029, 0x005E_ED0F_0BE5),
+        stream,
+    )
 }
 
 /// A Poisson draw of mean `lambda` (Knuth's product of uniforms). The
