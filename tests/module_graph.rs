@@ -131,8 +131,9 @@ fn clean(text: &str) -> String {
     out
 }
 
-/// Expands `use` trees: `a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e`.
-fn expand(tree: &str, prefix: &str, out: &mut Vec<String>) {
+/// Expands `use` trees: `a::{b, c::{d as x, e}}` → `a::b`, `a::c::d`,
+/// `a::c::e`, each with the name it brings in (`b`, `x`, `e`).
+fn expand(tree: &str, prefix: &str, out: &mut Vec<(String, String)>) {
     let tree = tree.trim();
     if let Some(open) = tree.find('{') {
         let head = tree[..open].trim().trim_end_matches("::");
@@ -153,28 +154,13 @@ fn expand(tree: &str, prefix: &str, out: &mut Vec<String>) {
         }
         expand(&inner[start..], &base, out);
     } else if !tree.is_empty() {
-        let path = tree.split(" as ").next().unwrap_or(tree).trim();
-        out.push(join(prefix, path));
+        let (path, alias) = match tree.split_once(" as ") {
+            Some((p, a)) => (p.trim(), Some(a.trim())),
+            None => (tree, None),
+        };
+        let name = alias.unwrap_or_else(|| path.rsplit("::").next().unwrap_or(path));
+        out.push((join(prefix, path), name.to_string()));
     }
-}
-
-/// The `as` names of a use tree's leaves, in [`expand`]'s order.
-fn aliases(tree: &str) -> Vec<Option<String>> {
-    let mut leaves = Vec::new();
-    let mut cur = String::new();
-    for c in tree.chars() {
-        if matches!(c, ',' | '{' | '}') {
-            leaves.push(std::mem::take(&mut cur));
-        } else {
-            cur.push(c);
-        }
-    }
-    leaves.push(cur);
-    leaves
-        .into_iter()
-        .filter(|l| !l.trim().is_empty() && !l.trim().ends_with("::"))
-        .map(|l| l.split_once(" as ").map(|(_, a)| a.trim().to_string()))
-        .collect()
 }
 
 fn join(a: &str, b: &str) -> String {
@@ -190,12 +176,8 @@ fn parent(m: &str) -> &str {
 }
 
 /// The module a path written in `from` lands in (the longest module prefix
-/// of it), if it names one of the crate's.
-fn resolve(g: &Graph, from: &str, path: &str) -> Option<String> {
-    resolve_at(g, from, path, 0)
-}
-
-fn resolve_at(g: &Graph, from: &str, path: &str, depth: usize) -> Option<String> {
+/// of it), if it names one of the crate's; `depth` re-exports followed so far.
+fn resolve(g: &Graph, from: &str, path: &str, depth: usize) -> Option<String> {
     let segs: Vec<&str> = path.split("::").map(str::trim).collect();
     let mut base = match *segs.first()? {
         "crate" => "crate".to_string(),
@@ -227,14 +209,14 @@ fn resolve_at(g: &Graph, from: &str, path: &str, depth: usize) -> Option<String>
             break;
         }
     }
-    // An item the module only re-exports belongs to where it comes from.
-    // (or imports: a child sees its parent's private imports); one from
+    // An item the module only re-exports (or imports: a child sees its
+    // parent's private imports) belongs to where it comes from; one from
     // another crate makes no edge.
     if let Some(name) = next_name
         && depth < 8
         && let Some(target) = g.reexports.get(&found).and_then(|r| r.get(name))
     {
-        return resolve_at(g, &found, target, depth + 1);
+        return resolve(g, &found, target, depth + 1);
     }
     Some(found)
 }
@@ -263,11 +245,10 @@ fn graph(src: &Path) -> Graph {
             }
             let mut here = Vec::new();
             expand(body, "", &mut here);
-            for (p, alias) in here.iter().zip(aliases(body)) {
-                let name = alias.unwrap_or_else(|| p.rsplit("::").next().unwrap_or(p).to_string());
-                reexports.insert(name, p.clone());
+            for (path, name) in here {
+                reexports.insert(name, path.clone());
+                paths.push(path);
             }
-            paths.extend(here);
         }
         g.reexports.insert(m.clone(), reexports);
         uses.insert(m.clone(), paths);
@@ -276,7 +257,7 @@ fn graph(src: &Path) -> Graph {
     for m in g.modules.keys() {
         let paths = uses.remove(m).unwrap_or_default();
         for p in paths {
-            if let Some(to) = resolve(&g, m, &p)
+            if let Some(to) = resolve(&g, m, &p, 0)
                 && &to != m
             {
                 edges.insert((m.clone(), to));
