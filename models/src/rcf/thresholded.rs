@@ -174,18 +174,22 @@ impl ThresholdedForest {
         &self.grader
     }
 
-    /// `row` with each value's change since the last finite one appended
-    /// (a missing value's change is missing; the first row's is 0).
-    fn widen(&self, row: &[f64], out: &mut Vec<f64>) {
-        out.clear();
-        out.extend_from_slice(row);
-        if self.grader.config().differences {
-            out.extend(row.iter().zip(&self.last).map(|(&x, &l)| match l {
-                _ if !x.is_finite() => f64::NAN,
-                Some(l) => x - l,
-                None => 0.0,
-            }));
+    /// The forest's inputs before normalisation: `row` itself, or with
+    /// differences `row` and each value's change since the last finite one
+    /// (a missing value's change is missing; the first row's is 0), written
+    /// to `wide`. Without differences nothing is copied.
+    fn widen<'a>(&self, row: &'a [f64], wide: &'a mut Vec<f64>) -> &'a [f64] {
+        if !self.grader.config().differences {
+            return row;
         }
+        wide.clear();
+        wide.extend_from_slice(row);
+        wide.extend(row.iter().zip(&self.last).map(|(&x, &l)| match l {
+            _ if !x.is_finite() => f64::NAN,
+            Some(l) => x - l,
+            None => 0.0,
+        }));
+        wide
     }
 
     /// The widened `row` as the forest sees it (normalised when
@@ -224,11 +228,14 @@ impl ThresholdedForest {
     /// Scores, grades and explains `row`, then learns from it.
     pub fn process(&mut self, row: &[f64]) -> Result<Verdict, RcfError> {
         self.check(row)?;
-        let (mut wide, mut x) = (Vec::new(), Vec::new());
-        self.widen(row, &mut wide);
-        self.input(&wide, &mut x);
+        let (mut buf, mut x) = (
+            Vec::new(),
+            Vec::with_capacity(self.forest.config().input_dimensions),
+        );
+        let wide = self.widen(row, &mut buf);
+        self.input(wide, &mut x);
         let attribution = self.forest.attribute_and_update(&x)?;
-        self.learn(row, &wide);
+        self.learn(row, wide);
         let seen = self.forest.points_seen();
         Ok(self.verdict(attribution, seen, None))
     }
@@ -240,11 +247,14 @@ impl ThresholdedForest {
     /// differences (the pipeline's takes none).
     pub fn process_for(&mut self, row: &[f64], episode: &mut Episode) -> Result<Verdict, RcfError> {
         self.check(row)?;
-        let (mut wide, mut x) = (Vec::new(), Vec::new());
-        self.widen(row, &mut wide);
-        self.input(&wide, &mut x);
+        let (mut buf, mut x) = (
+            Vec::new(),
+            Vec::with_capacity(self.forest.config().input_dimensions),
+        );
+        let wide = self.widen(row, &mut buf);
+        self.input(wide, &mut x);
         let attribution = self.forest.attribute_and_update(&x)?;
-        self.learn(row, &wide);
+        self.learn(row, wide);
         let seen = self.forest.points_seen();
         Ok(self.verdict(attribution, seen, Some(episode)))
     }
@@ -254,9 +264,12 @@ impl ThresholdedForest {
     /// computed only when an event is open; otherwise it is empty.
     pub fn assess_for(&self, row: &[f64], episode: &mut Episode) -> Result<Verdict, RcfError> {
         self.check(row)?;
-        let (mut wide, mut x) = (Vec::new(), Vec::new());
-        self.widen(row, &mut wide);
-        self.input(&wide, &mut x);
+        let (mut buf, mut x) = (
+            Vec::new(),
+            Vec::with_capacity(self.forest.config().input_dimensions),
+        );
+        let wide = self.widen(row, &mut buf);
+        self.input(wide, &mut x);
         let score = self.forest.score(&x)?;
         let g = if self.is_mature(self.forest.points_seen()) && score > 0.0 {
             crate::grading::grade(score, self.grader.stats(), episode, self.grader.config())
@@ -277,14 +290,14 @@ impl ThresholdedForest {
     pub fn process_batch<R: AsRef<[f64]>>(&mut self, rows: &[R]) -> Result<Vec<Verdict>, RcfError> {
         let m = self.forest.config().input_dimensions;
         let mut flat = Vec::with_capacity(rows.len() * m);
-        let (mut wide, mut x) = (Vec::with_capacity(m), Vec::with_capacity(m));
+        let (mut buf, mut x) = (Vec::with_capacity(m), Vec::with_capacity(m));
         for row in rows {
             let row = row.as_ref();
             self.check(row)?;
-            self.widen(row, &mut wide);
-            self.input(&wide, &mut x);
+            let wide = self.widen(row, &mut buf);
+            self.input(wide, &mut x);
             flat.extend_from_slice(&x);
-            self.learn(row, &wide);
+            self.learn(row, wide);
         }
         let inputs: Vec<&[f64]> = flat.chunks_exact(m).collect();
         let rows = self.forest.attribute_and_update_batch(&inputs)?;
