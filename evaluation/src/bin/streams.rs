@@ -16,8 +16,9 @@
 //! (`streams::unseen`) on the held-out seeds, at the thresholds chosen on
 //! the tuning seeds, into `DIR/streams-unseen.md` and `.json`.
 //! `--fresh` scores a second set no choice has looked at (`streams::fresh`)
-//! into `DIR/streams-fresh.md` and `.json`. `--no-differences` grades the forest of the levels alone (the grader
-//! before 2026-12-06; `forewarn score --no-differences`).
+//! into `DIR/streams-fresh.md` and `.json`. `--no-differences` grades the
+//! forest of the levels alone (the grader before 2026-12-06; `forewarn
+//! score --no-differences`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,9 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
   --no-differences   the grade's forest sees each value alone, without its
                      change since the row before (forewarn score's
                      --no-differences)";
+
+/// A corpus: `per_family` streams of each family for a seed.
+type Corpus = fn(u64, usize) -> Vec<Stream>;
 
 struct Args {
     out: PathBuf,
@@ -112,7 +116,7 @@ fn run_seeds(
     seeds: &[u64],
     per_family: usize,
     grading: &GraderConfig,
-    make: fn(u64, usize) -> Vec<Stream>,
+    make: Corpus,
 ) -> Result<Vec<Scored>, String> {
     let mut out = Vec::new();
     for &seed in seeds {
@@ -257,15 +261,15 @@ fn run(args: &Args) -> Result<(), String> {
     let tuned = tune_thresholds(&tune);
     let lines = compare(&tuned, &holdout);
     write(args, "streams", &lines, &render(&lines, &holdout))?;
-    if args.unseen {
-        let unseen = run_seeds(&args.holdout, args.per_family, &grading, unseen::corpus)?;
-        let lines = compare(&tuned, &unseen);
-        write(args, "streams-unseen", &lines, &render(&lines, &unseen))?;
-    }
-    if args.fresh {
-        let fresh = run_seeds(&args.holdout, args.per_family, &grading, fresh::corpus)?;
-        let lines = compare(&tuned, &fresh);
-        write(args, "streams-fresh", &lines, &render(&lines, &fresh))?;
+    // The sets never tuned on, at the same thresholds.
+    let extra: [(bool, &str, Corpus); 2] = [
+        (args.unseen, "streams-unseen", unseen::corpus),
+        (args.fresh, "streams-fresh", fresh::corpus),
+    ];
+    for (_, name, make) in extra.into_iter().filter(|(on, _, _)| *on) {
+        let runs = run_seeds(&args.holdout, args.per_family, &grading, make)?;
+        let lines = compare(&tuned, &runs);
+        write(args, name, &lines, &render(&lines, &runs))?;
     }
     println!("done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())

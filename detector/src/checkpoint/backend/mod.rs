@@ -11,7 +11,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
-pub use super::files::{PartitionKey, file_name, partition_dir};
+pub use super::files::PartitionKey;
+use super::files::file_name;
 
 mod blocking;
 pub mod dir;
