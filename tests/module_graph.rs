@@ -64,6 +64,15 @@ fn module_of(src: &Path, file: &Path) -> Option<String> {
     )
 }
 
+/// The index just past the first `end` at or after `i` (past the text
+/// when there is none).
+fn past(b: &[u8], mut i: usize, end: &[u8]) -> usize {
+    while i < b.len() && !b[i..].starts_with(end) {
+        i += 1;
+    }
+    i + end.len()
+}
+
 /// The text without comments, string literals' contents, and the bodies
 /// of `#[cfg(test)]` items.
 fn clean(text: &str) -> String {
@@ -72,25 +81,15 @@ fn clean(text: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i..].starts_with(b"//") {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
+            i = past(b, i, b"\n") - 1;
         } else if b[i..].starts_with(b"/*") {
-            i += 2;
-            while i < b.len() && !b[i..].starts_with(b"*/") {
-                i += 1;
-            }
-            i += 2;
+            i = past(b, i + 2, b"*/");
         } else if b[i] == b'\'' && b.get(i + 2) == Some(&b'\'') {
             // A character literal such as '"' or '{'.
             out.push_str("' '");
             i += 3;
         } else if b[i..].starts_with(b"r#\"") {
-            i += 3;
-            while i < b.len() && !b[i..].starts_with(b"\"#") {
-                i += 1;
-            }
-            i += 2;
+            i = past(b, i + 3, b"\"#");
             out.push_str("\"\"");
         } else if b[i] == b'"' {
             i += 1;
