@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
-//!     [--fresh] [--no-differences]
+//!     [--fresh] [--third] [--no-differences]
 //! ```
 //!
 //! Writes `DIR/streams.md` (the tables) and `DIR/streams.json`. `--search`
@@ -16,7 +16,8 @@
 //! (`streams::unseen`) on the held-out seeds, at the thresholds chosen on
 //! the tuning seeds, into `DIR/streams-unseen.md` and `.json`.
 //! `--fresh` scores a second set no choice has looked at (`streams::fresh`)
-//! into `DIR/streams-fresh.md` and `.json`. `--no-differences` grades the
+//! into `DIR/streams-fresh.md` and `.json`; `--third` a third such set
+//! (`streams::third`) into `DIR/streams-third.md`. `--no-differences` grades the
 //! forest of the levels alone (the grader before 2026-12-06; `forewarn
 //! score --no-differences`).
 
@@ -27,12 +28,12 @@ use std::time::Instant;
 use evaluation::streams::corpus::Stream;
 use evaluation::streams::scoring::{self, PROFILES, Windows};
 use evaluation::streams::{
-    Line, Scored, best_threshold, compare, corpus, detect, fresh, per_family, tune_thresholds,
-    unseen,
+    Line, Scored, best_threshold, compare, corpus, detect, fresh, per_family, third,
+    tune_thresholds, unseen,
 };
 use models::grading::GraderConfig;
 
-const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--no-differences]
+const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--no-differences]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
 fleet-simulator streams, every detector run over it, one global threshold
@@ -47,6 +48,7 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
                      (streams-unseen.md and .json)
   --fresh            also score a second set of families no choice looked at
                      (streams-fresh.md and .json)
+  --third            also score a third such set (streams-third.md and .json)
   --no-differences   the grade's forest sees each value alone, without its
                      change since the row before (forewarn score's
                      --no-differences)";
@@ -62,6 +64,7 @@ struct Args {
     search: bool,
     unseen: bool,
     fresh: bool,
+    third: bool,
     no_differences: bool,
 }
 
@@ -85,6 +88,7 @@ fn parse() -> Result<Args, String> {
         search: false,
         unseen: false,
         fresh: false,
+        third: false,
         no_differences: false,
     };
     let mut it = std::env::args().skip(1);
@@ -102,6 +106,7 @@ fn parse() -> Result<Args, String> {
             "--search" => a.search = true,
             "--unseen" => a.unseen = true,
             "--fresh" => a.fresh = true,
+            "--third" => a.third = true,
             "--no-differences" => a.no_differences = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -262,9 +267,10 @@ fn run(args: &Args) -> Result<(), String> {
     let lines = compare(&tuned, &holdout);
     write(args, "streams", &lines, &render(&lines, &holdout))?;
     // The sets never tuned on, at the same thresholds.
-    let extra: [(bool, &str, Corpus); 2] = [
+    let extra: [(bool, &str, Corpus); 3] = [
         (args.unseen, "streams-unseen", unseen::corpus),
         (args.fresh, "streams-fresh", fresh::corpus),
+        (args.third, "streams-third", third::corpus),
     ];
     for (_, name, make) in extra.into_iter().filter(|(on, _, _)| *on) {
         let runs = run_seeds(&args.holdout, args.per_family, &grading, make)?;

@@ -12,6 +12,7 @@ pub mod corpus;
 pub mod detect;
 pub mod fresh;
 pub mod scoring;
+pub mod third;
 pub mod unseen;
 
 use serde::Serialize;
