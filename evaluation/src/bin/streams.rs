@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
-//!     [--fresh] [--third] [--no-differences]
+//!     [--fresh] [--third] [--fourth] [--no-differences]
 //! ```
 //!
 //! Writes `DIR/streams.md` (the tables) and `DIR/streams.json`. `--search`
@@ -17,7 +17,9 @@
 //! the tuning seeds, into `DIR/streams-unseen.md` and `.json`.
 //! `--fresh` scores a second set no choice has looked at (`streams::fresh`)
 //! into `DIR/streams-fresh.md` and `.json`; `--third` a third such set
-//! (`streams::third`) into `DIR/streams-third.md`. `--no-differences` grades the
+//! (`streams::third`) into `DIR/streams-third.md`, `--fourth` a fourth
+//! (`streams::fourth`, unscored until the grader's next change is final)
+//! into `DIR/streams-fourth.md`. `--no-differences` grades the
 //! forest of the levels alone (the grader before 2026-12-06; `forewarn
 //! score --no-differences`).
 
@@ -28,12 +30,12 @@ use std::time::Instant;
 use evaluation::streams::corpus::Stream;
 use evaluation::streams::scoring::{self, PROFILES, Windows};
 use evaluation::streams::{
-    Line, Scored, best_threshold, compare, corpus, detect, fresh, per_family, third,
+    Line, Scored, best_threshold, compare, corpus, detect, fourth, fresh, per_family, third,
     tune_thresholds, unseen,
 };
 use models::grading::GraderConfig;
 
-const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--no-differences]
+const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--no-differences]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
 fleet-simulator streams, every detector run over it, one global threshold
@@ -49,6 +51,7 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
   --fresh            also score a second set of families no choice looked at
                      (streams-fresh.md and .json)
   --third            also score a third such set (streams-third.md and .json)
+  --fourth           also score a fourth (streams-fourth.md and .json)
   --no-differences   the grade's forest sees each value alone, without its
                      change since the row before (forewarn score's
                      --no-differences)";
@@ -65,6 +68,7 @@ struct Args {
     unseen: bool,
     fresh: bool,
     third: bool,
+    fourth: bool,
     no_differences: bool,
 }
 
@@ -89,6 +93,7 @@ fn parse() -> Result<Args, String> {
         unseen: false,
         fresh: false,
         third: false,
+        fourth: false,
         no_differences: false,
     };
     let mut it = std::env::args().skip(1);
@@ -107,6 +112,7 @@ fn parse() -> Result<Args, String> {
             "--unseen" => a.unseen = true,
             "--fresh" => a.fresh = true,
             "--third" => a.third = true,
+            "--fourth" => a.fourth = true,
             "--no-differences" => a.no_differences = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -267,10 +273,11 @@ fn run(args: &Args) -> Result<(), String> {
     let lines = compare(&tuned, &holdout);
     write(args, "streams", &lines, &render(&lines, &holdout))?;
     // The sets never tuned on, at the same thresholds.
-    let extra: [(bool, &str, Corpus); 3] = [
+    let extra: [(bool, &str, Corpus); 4] = [
         (args.unseen, "streams-unseen", unseen::corpus),
         (args.fresh, "streams-fresh", fresh::corpus),
         (args.third, "streams-third", third::corpus),
+        (args.fourth, "streams-fourth", fourth::corpus),
     ];
     for (_, name, make) in extra.into_iter().filter(|(on, _, _)| *on) {
         let runs = run_seeds(&args.holdout, args.per_family, &grading, make)?;
