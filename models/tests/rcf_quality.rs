@@ -178,3 +178,74 @@ fn clean_flag_rate_is_low() {
         "clean flag rate at grade 0.7: {high}"
     );
 }
+
+/// Rows from `from` on that the grader (`recurrence` as given: its
+/// default, or 0 for off) flags in one metric's stream.
+fn single_stream_flags(values: &[f64], recurrence: f64, from: usize) -> Vec<usize> {
+    let calib = GraderConfig {
+        recurrence,
+        ..GraderConfig::default()
+    };
+    let forest = Forest::builder()
+        .input_dimensions(calib.forest_dimensions(1))
+        .shingle_size(4)
+        .seed(5)
+        .build()
+        .expect("valid forest");
+    let mut t = ThresholdedForest::new(forest, calib).expect("valid calibration");
+    values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let verdict = t.process(&[*v]).expect("one metric");
+            (i >= from && verdict.is_anomaly).then_some(i)
+        })
+        .collect()
+}
+
+/// A ramp that resets every 60–90 rows (a counter read and cleared, a
+/// queue drained): each reset is normal. Without the memory of recurring
+/// shapes the grade flags reset after reset; with it (the default) they
+/// stop once seen, and a drop twice as deep as any reset is still news.
+#[test]
+fn recurring_resets_are_not_flagged_but_a_new_drop_is() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+    let (mut phase, mut period) = (0.0f64, 75.0);
+    let values: Vec<f64> = (0..N)
+        .map(|t| {
+            phase += 1.0 / period;
+            if phase >= 1.0 {
+                phase = 0.0;
+                period = 60.0 + 30.0 * rng.next_f64();
+            }
+            let event = if (ONSET..ONSET + 30).contains(&t) {
+                -1.0
+            } else {
+                0.0
+            };
+            10.0 + phase + event + 0.02 * rng.next_gaussian()
+        })
+        .collect();
+    let off = single_stream_flags(&values, 0.0, CLEAN_FROM);
+    let on = single_stream_flags(&values, GraderConfig::default().recurrence, CLEAN_FROM);
+    let clean = |f: &[usize]| f.iter().filter(|&&i| i < ONSET).count();
+    eprintln!(
+        "flags before the event: off {} on {}",
+        clean(&off),
+        clean(&on)
+    );
+    assert!(
+        clean(&off) >= 10,
+        "resets should read as new without it: {off:?}"
+    );
+    assert!(
+        clean(&on) * 4 <= clean(&off),
+        "resets still flagged: {} of {}",
+        clean(&on),
+        clean(&off)
+    );
+    assert!(
+        on.iter().any(|&i| (ONSET..ONSET + 8).contains(&i)),
+        "the deep drop was not flagged: {on:?}"
+    );
+}

@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
-//!     [--fresh] [--third] [--fourth] [--no-differences]
+//!     [--fresh] [--third] [--fourth] [--no-differences] [--no-recurrence]
 //! ```
 //!
 //! Writes `DIR/streams.md` (the tables) and `DIR/streams.json`. `--search`
@@ -21,7 +21,9 @@
 //! (`streams::fourth`, unscored until the grader's next change is final)
 //! into `DIR/streams-fourth.md`. `--no-differences` grades the
 //! forest of the levels alone (the grader before 2026-12-06; `forewarn
-//! score --no-differences`).
+//! score --no-differences`); `--no-recurrence` flags events that repeat a
+//! recent one's shape too (`forewarn score --recurrence 0`, the grader
+//! before 2026-12-06's second change).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +38,7 @@ use evaluation::streams::{
 use models::grading::GraderConfig;
 
 const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--no-differences]
+               [--no-recurrence]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
 fleet-simulator streams, every detector run over it, one global threshold
@@ -54,7 +57,9 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
   --fourth           also score a fourth (streams-fourth.md and .json)
   --no-differences   the grade's forest sees each value alone, without its
                      change since the row before (forewarn score's
-                     --no-differences)";
+                     --no-differences)
+  --no-recurrence    flag events that open on the shape of a recent one
+                     too (forewarn score's --recurrence 0)";
 
 /// A corpus: `per_family` streams of each family for a seed.
 type Corpus = fn(u64, usize) -> Vec<Stream>;
@@ -70,6 +75,7 @@ struct Args {
     third: bool,
     fourth: bool,
     no_differences: bool,
+    no_recurrence: bool,
 }
 
 fn seeds(flag: &str, v: Option<String>) -> Result<Vec<u64>, String> {
@@ -95,6 +101,7 @@ fn parse() -> Result<Args, String> {
         third: false,
         fourth: false,
         no_differences: false,
+        no_recurrence: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -114,6 +121,7 @@ fn parse() -> Result<Args, String> {
             "--third" => a.third = true,
             "--fourth" => a.fourth = true,
             "--no-differences" => a.no_differences = true,
+            "--no-recurrence" => a.no_recurrence = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -249,6 +257,11 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), String> {
     let grading = GraderConfig {
         differences: !args.no_differences,
+        recurrence: if args.no_recurrence {
+            0.0
+        } else {
+            GraderConfig::default().recurrence
+        },
         ..GraderConfig::default()
     };
     let started = Instant::now();

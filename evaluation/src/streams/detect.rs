@@ -105,7 +105,9 @@ pub fn run(values: &[f64], probation: usize, grading: &GraderConfig) -> Result<O
 }
 
 /// The grades `config` gives the forest scores `scores` (0 while the forest
-/// fills), as `ThresholdedForest` would with that config.
+/// fills), as `ThresholdedForest` would with that config but without its
+/// memory of recurring events (which needs the forest's inputs, not kept
+/// here): `streams --search` tunes the other settings.
 pub fn regrade(scores: &[f64], config: &GraderConfig) -> Vec<f64> {
     let mut stats = ScoreStats::default();
     let mut episode = Episode::default();

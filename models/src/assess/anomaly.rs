@@ -140,7 +140,9 @@ impl TryFrom<AnomalyRepr> for AnomalyModel {
 /// 5 deviations, holds while the standing stays at 4 and reaches grade 1 at
 /// 15; a longer warm-up, and no event below a forest score of 1.5. Its
 /// inputs are features already (rates, residuals against load and peers),
-/// so the forest takes no differences.
+/// so the forest takes no differences; its events are per GPU (episodes
+/// of `process_for`), so no memory of recurrences either (one forest's
+/// memory would mix GPUs).
 pub fn grader_config() -> GraderConfig {
     GraderConfig {
         warmup: 1024,
@@ -149,6 +151,7 @@ pub fn grader_config() -> GraderConfig {
         release: 4.0,
         min_score: 1.5,
         differences: false,
+        recurrence: 0.0,
         ..GraderConfig::default()
     }
 }

@@ -43,6 +43,16 @@ pub struct GraderConfig {
     /// from before it have none.
     #[serde(default)]
     pub differences: bool,
+    /// An event whose opening forest input lies within this mean distance
+    /// (normalised units, per coordinate) of one opened in the last
+    /// `recurrence_horizon` rows is a normal pattern coming back and is not
+    /// flagged (`grading::recurrence`). 0 turns it off; snapshots from
+    /// before it have it off.
+    #[serde(default)]
+    pub recurrence: f64,
+    /// Rows an opened event is remembered for `recurrence`.
+    #[serde(default)]
+    pub recurrence_horizon: u64,
 }
 
 impl Default for GraderConfig {
@@ -59,6 +69,8 @@ impl Default for GraderConfig {
             min_deviation: 0.0,
             repeat_rise: 4.0,
             differences: true,
+            recurrence: 0.25,
+            recurrence_horizon: 3_000,
         }
     }
 }
@@ -105,6 +117,20 @@ impl GraderConfig {
                 "repeat_rise",
                 "must be finite and non-negative",
                 self.repeat_rise,
+            );
+        }
+        if !(self.recurrence.is_finite() && self.recurrence >= 0.0) {
+            return bad(
+                "recurrence",
+                "must be finite and non-negative (0 turns it off)",
+                self.recurrence,
+            );
+        }
+        if self.recurrence > 0.0 && self.recurrence_horizon == 0 {
+            return bad(
+                "recurrence_horizon",
+                "must be at least 1 row when recurrence is on",
+                0.0,
             );
         }
         if self.warmup > 1_000_000 {

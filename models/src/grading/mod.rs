@@ -22,12 +22,19 @@
 //!    `repeat_rise` deviations above its peak. `event_grade` holds the open
 //!    event's peak grade for consumers that need a level (alert lifecycles).
 //!
+//! 4. **Recurrences** ([`Recurrences`], single streams only): an event that
+//!    opens on the same forest input as one opened in the last
+//!    `recurrence_horizon` rows (within `recurrence`) is a normal pattern
+//!    coming back — a reset, a daily job, a switch between known states —
+//!    and is not flagged.
+//!
 //! Until `warmup` scores have been learnt nothing is graded and the grade
 //! says so (`warming_up`). Everything is arithmetic on the inputs in order:
 //! same rows, same grades.
 
 mod config;
 mod normalize;
+mod recurrence;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -37,6 +44,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::calibration::CalibrationError;
 pub use config::GraderConfig;
 pub use normalize::{InputNormalizer, NORMALIZED_LIMIT};
+pub use recurrence::{Recurrences, SHAPES};
 pub use state::{Episode, ScoreStats};
 
 /// The graded view of one score.
@@ -131,6 +139,11 @@ impl Grader {
 
     pub fn stats(&self) -> &ScoreStats {
         &self.stats
+    }
+
+    /// This grader's own stream has an event open.
+    pub fn in_event(&self) -> bool {
+        self.episode.is_open()
     }
 
     /// Grades `score` against the scores before it, then learns it.

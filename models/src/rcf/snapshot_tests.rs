@@ -300,3 +300,56 @@ fn differences_take_two_inputs_per_metric_and_snapshot_the_last_values() {
         ThresholdedForest::from_json(&v.to_string()).expect_err("one last value for two metrics");
     assert!(e.to_string().contains("last values"), "{e}");
 }
+
+/// The remembered events and the forest inputs before a row's own travel
+/// in the snapshot (a restored detector continues exactly); a snapshot
+/// whose inputs do not fit its forest is refused; one from before
+/// recurrences restores with them off and goes on.
+#[test]
+fn recurrences_snapshot_and_older_snapshots_restore_without_them() {
+    let config = crate::grading::GraderConfig {
+        warmup: 16,
+        ..Default::default()
+    };
+    let mut t = ThresholdedForest::new(forest(9, 32, 2, 4, 3), config).expect("valid");
+    // A ramp resetting every 40 rows, a missing value now and then.
+    let value = |i: usize| {
+        if i.is_multiple_of(53) {
+            f64::NAN
+        } else {
+            (i % 40) as f64
+        }
+    };
+    for i in 0..400 {
+        t.process(&[value(i)]).expect("dims");
+    }
+    let json = t.to_json().expect("json");
+    let mut back = ThresholdedForest::from_json(&json).expect("restores");
+    for i in 400..800 {
+        let (a, b) = (t.process(&[value(i)]), back.process(&[value(i)]));
+        assert_eq!(a.expect("dims"), b.expect("dims"), "row {i}");
+    }
+    let v: serde_json::Value = serde_json::from_str(&json).expect("parse");
+    assert_eq!(
+        v["tail"].as_array().map(Vec::len),
+        Some(3 * 2),
+        "{}",
+        v["tail"]
+    );
+    let mut bad = v.clone();
+    bad["tail"] = serde_json::json!([0.0]);
+    let e = ThresholdedForest::from_json(&bad.to_string()).expect_err("a short tail");
+    assert!(e.to_string().contains("remembered events"), "{e}");
+    let mut old = v.clone();
+    for key in ["tail", "recurrences"] {
+        old.as_object_mut().expect("object").remove(key);
+    }
+    let config = old["grader"]["config"].as_object_mut().expect("config");
+    config.remove("recurrence");
+    config.remove("recurrence_horizon");
+    let mut o = ThresholdedForest::from_json(&old.to_string()).expect("an older snapshot");
+    assert_eq!(o.grader().config().recurrence, 0.0);
+    for i in 400..500 {
+        o.process(&[value(i)]).expect("goes on");
+    }
+}

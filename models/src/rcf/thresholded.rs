@@ -3,14 +3,15 @@
 //! `differences`) its change since the row before, is normalised by its own
 //! running statistics, the forest scores the normalised row, and the grader
 //! turns the score into a grade that means the same on every stream, with the
-//! attribution behind it. The whole state snapshots to JSON (and to CBOR in
+//! attribution behind it; a single stream's events that repeat one opened
+//! recently are taken out (`grading::recurrence`). The whole state snapshots to JSON (and to CBOR in
 //! the detector's checkpoints); a restored detector continues exactly where
 //! the saved one stopped.
 
 use serde::{Deserialize, Serialize};
 
 use super::{DiVector, Direction, Forest, RcfError};
-use crate::grading::{Episode, Grade, Grader, GraderConfig, InputNormalizer};
+use crate::grading::{Episode, Grade, Grader, GraderConfig, InputNormalizer, Recurrences};
 
 /// Everything known about one row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +67,10 @@ pub struct ThresholdedForest {
     /// The last finite value of each metric (differences only; none
     /// before the first).
     last: Vec<Option<f64>>,
+    /// The last `shingle - 1` forest inputs, oldest first (recurrence
+    /// only): with a row's own, the shingle an event opens on.
+    tail: Vec<f64>,
+    recurrences: Recurrences,
 }
 
 /// A snapshot as decoded: a snapshot of the quantile calibration that came
@@ -79,6 +84,10 @@ pub(crate) struct ThresholdedRepr {
     grader: Option<Grader>,
     #[serde(default)]
     last: Vec<Option<f64>>,
+    #[serde(default)]
+    tail: Vec<f64>,
+    #[serde(default)]
+    recurrences: Recurrences,
 }
 
 impl ThresholdedRepr {
@@ -122,13 +131,34 @@ impl TryFrom<ThresholdedRepr> for ThresholdedForest {
                 reason: "the last values do not match the forest's inputs",
             });
         }
+        let tail_ok = if grader.config().recurrence > 0.0 {
+            let shingle = r.forest.config().shingle_size;
+            r.tail.len() == tail_len(&r.forest)
+                && r.tail.iter().all(|v| v.is_finite())
+                && r.recurrences.is_consistent(shingle * dims)
+        } else {
+            r.tail.is_empty()
+        };
+        if !tail_ok {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "the remembered events do not match the forest's inputs",
+            });
+        }
         Ok(Self {
             forest: r.forest,
             normalizer,
             grader,
             last: r.last,
+            tail: r.tail,
+            recurrences: r.recurrences,
         })
     }
+}
+
+/// Forest inputs before a row's own in its shingle.
+fn tail_len(forest: &Forest) -> usize {
+    let c = forest.config();
+    c.shingle_size.saturating_sub(1) * c.input_dimensions
 }
 
 /// Metrics per row for a forest of `dims` inputs.
@@ -153,11 +183,18 @@ impl ThresholdedForest {
             Vec::new()
         };
         let normalizer = InputNormalizer::new(dims, config.input_decay);
+        let tail = if config.recurrence > 0.0 {
+            vec![0.0; tail_len(&forest)]
+        } else {
+            Vec::new()
+        };
         Ok(Self {
             forest,
             normalizer,
             grader: Grader::new(config)?,
             last,
+            tail,
+            recurrences: Recurrences::default(),
         })
     }
 
@@ -237,7 +274,9 @@ impl ThresholdedForest {
         let attribution = self.forest.attribute_and_update(&x)?;
         self.learn(row, wide);
         let seen = self.forest.points_seen();
-        Ok(self.verdict(attribution, seen, None))
+        let history = self.shingles(&x);
+        let shape = self.shape_of(&history, 0);
+        Ok(self.verdict(attribution, seen, None, shape))
     }
 
     /// `process` for another stream's `episode`: the forest and the
@@ -256,7 +295,7 @@ impl ThresholdedForest {
         let attribution = self.forest.attribute_and_update(&x)?;
         self.learn(row, wide);
         let seen = self.forest.points_seen();
-        Ok(self.verdict(attribution, seen, Some(episode)))
+        Ok(self.verdict(attribution, seen, Some(episode), &[]))
     }
 
     /// Grades `row` for `episode` without learning from it (forest,
@@ -301,10 +340,38 @@ impl ThresholdedForest {
         }
         let inputs: Vec<&[f64]> = flat.chunks_exact(m).collect();
         let rows = self.forest.attribute_and_update_batch(&inputs)?;
+        let history = self.shingles(&flat);
         Ok(rows
             .into_iter()
-            .map(|(attribution, seen)| self.verdict(attribution, seen, None))
+            .enumerate()
+            .map(|(i, (attribution, seen))| {
+                let shape = self.shape_of(&history, i);
+                self.verdict(attribution, seen, None, shape)
+            })
             .collect())
+    }
+
+    /// With recurrence on, the tail followed by `inputs` (rows of forest
+    /// inputs, a missing one taken at its mean: 0), and the tail moved on
+    /// past them; empty otherwise.
+    fn shingles(&mut self, inputs: &[f64]) -> Vec<f64> {
+        if self.grader.config().recurrence <= 0.0 {
+            return Vec::new();
+        }
+        let mut history = Vec::with_capacity(self.tail.len() + inputs.len());
+        history.extend_from_slice(&self.tail);
+        history.extend(inputs.iter().map(|&v| if v.is_finite() { v } else { 0.0 }));
+        let keep = self.tail.len();
+        self.tail.copy_from_slice(&history[history.len() - keep..]);
+        history
+    }
+
+    /// Row `i`'s shingle in `history` (from [`Self::shingles`]): the
+    /// forest input its event would open on (empty with recurrence off).
+    fn shape_of<'h>(&self, history: &'h [f64], i: usize) -> &'h [f64] {
+        let m = self.forest.config().input_dimensions;
+        let width = self.tail.len() + m;
+        history.get(i * m..i * m + width).unwrap_or(&[])
     }
 
     /// Scores run high while the samplers are still filling; grading (and
@@ -316,11 +383,13 @@ impl ThresholdedForest {
     /// Grades a row's attribution; `seen` is the forest's `points_seen`
     /// right after the row; `episode` is another stream's event, or `None`
     /// for the detector's own.
+    /// `shape` is the row's shingle of forest inputs (recurrence only).
     fn verdict(
         &mut self,
         attribution: DiVector,
         seen: u64,
         episode: Option<&mut Episode>,
+        shape: &[f64],
     ) -> Verdict {
         let score = attribution.total();
         // Shingle lags and each metric's change fold onto the metric.
@@ -328,7 +397,14 @@ impl ThresholdedForest {
         let g = if self.is_mature(seen) && score > 0.0 {
             match episode {
                 Some(e) => self.grader.process_for(score, e, true),
-                None => self.grader.process(score),
+                None => {
+                    let was_open = self.grader.in_event();
+                    let g = self.grader.process(score);
+                    let opened = g.is_anomaly && !was_open;
+                    let input = || shape.iter().map(|&v| v as f32).collect();
+                    self.recurrences
+                        .filter(g, opened, seen, input, self.grader.config())
+                }
             }
         } else {
             Grade::WARMING_UP
@@ -350,7 +426,11 @@ impl ThresholdedForest {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.forest.heap_bytes() + self.normalizer.heap_bytes() + self.last.capacity() * 16
+        self.forest.heap_bytes()
+            + self.normalizer.heap_bytes()
+            + self.last.capacity() * 16
+            + self.tail.capacity() * 8
+            + self.recurrences.heap_bytes()
     }
 
     /// Serialises forest, normaliser and grader (JSON).

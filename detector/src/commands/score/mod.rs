@@ -107,6 +107,16 @@ pub struct ScoreArgs {
     /// `score` ran 15–25 % faster on three metrics).
     #[arg(long)]
     pub no_differences: bool,
+    /// An event that opens on the shape of one opened in the last
+    /// `--recurrence-horizon` rows, within this mean distance (deviations
+    /// per forest input), is a normal pattern coming back (a counter's
+    /// reset, a daily job, a switch between known states) and is not
+    /// flagged; 0 flags every event [default: 0.25].
+    #[arg(long)]
+    pub recurrence: Option<f64>,
+    /// Rows an opened event's shape is remembered [default: 3000].
+    #[arg(long)]
+    pub recurrence_horizon: Option<u64>,
     /// Tree nodes holding at least this many distinct points cache their
     /// bounding box (more memory, fewer leaf scans; scores do not change).
     #[arg(long, default_value_t = 6)]
@@ -293,6 +303,10 @@ fn build_detector(args: &ScoreArgs, metrics: usize) -> Result<ThresholdedForest>
         upper: args.upper,
         release: args.release,
         min_score: args.min_score,
+        recurrence: args.recurrence.unwrap_or(defaults.recurrence),
+        recurrence_horizon: args
+            .recurrence_horizon
+            .unwrap_or(defaults.recurrence_horizon),
         ..defaults
     };
     let shingle = args.shingle.unwrap_or(if metrics == 1 { 4 } else { 1 });
