@@ -70,6 +70,22 @@ pub fn families(
     out
 }
 
+/// A Poisson draw of mean `lambda` (Knuth's product of uniforms), for
+/// means up to a few hundred, where `e^-λ` is still a normal `f64`. The
+/// corpora's own rather than the simulator's `SimRng::poisson`: they draw
+/// from the features crate's generator, and the streams (and every number
+/// measured on them) stay as they are.
+pub(super) fn poisson(rng: &mut Xoshiro256PlusPlus, lambda: f64) -> f64 {
+    let limit = (-lambda).exp();
+    let mut k = 0.0;
+    let mut p = rng.next_f64();
+    while p > limit {
+        k += 1.0;
+        p *= rng.next_f64();
+    }
+    k
+}
+
 /// The corpus of `seed`: `per_family` streams of each synthetic family and
 /// the simulator's GPU streams.
 pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {

@@ -22,7 +22,7 @@
 
 use features::rng::Xoshiro256PlusPlus;
 
-use super::corpus::Stream;
+use super::corpus::{Stream, poisson};
 
 /// Rows of every stream.
 const LEN: usize = 4_000;
@@ -38,18 +38,6 @@ pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {
         (seed, 5_000_011, 0x0004_F0C7_A11E),
         stream,
     )
-}
-
-/// A Poisson draw of mean `lambda` < 30 (Knuth's product of uniforms).
-fn poisson(rng: &mut Xoshiro256PlusPlus, lambda: f64) -> f64 {
-    let limit = (-lambda.clamp(0.0, 30.0)).exp();
-    let mut k = 0.0;
-    let mut p = rng.next_f64();
-    while p > limit {
-        k += 1.0;
-        p *= rng.next_f64();
-    }
-    k
 }
 
 /// A uniform whole number in `lo..lo + span`.

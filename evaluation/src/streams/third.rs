@@ -22,7 +22,7 @@
 
 use features::rng::Xoshiro256PlusPlus;
 
-use super::corpus::Stream;
+use super::corpus::{Stream, poisson};
 
 /// Rows of every stream.
 const LEN: usize = 4_000;
@@ -42,9 +42,9 @@ pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {
     )
 }
 
-/// A Poisson draw of mean `lambda`: the sum of a Gaussian approximation
-/// above 30, Knuth's product of uniforms below (means here stay under 400).
-fn poisson(rng: &mut Xoshiro256PlusPlus, lambda: f64) -> f64 {
+/// A Poisson draw of mean `lambda`: 0 for none, a rounded Gaussian above
+/// 30 (means here stay under 400), Knuth's below.
+fn counts(rng: &mut Xoshiro256PlusPlus, lambda: f64) -> f64 {
     if lambda <= 0.0 {
         return 0.0;
     }
@@ -53,14 +53,7 @@ fn poisson(rng: &mut Xoshiro256PlusPlus, lambda: f64) -> f64 {
             .round()
             .max(0.0);
     }
-    let limit = (-lambda).exp();
-    let mut k = 0.0;
-    let mut p = rng.next_f64();
-    while p > limit {
-        k += 1.0;
-        p *= rng.next_f64();
-    }
-    k
+    poisson(rng, lambda)
 }
 
 fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
@@ -91,7 +84,7 @@ fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
                     (true, false) if t < at + 100 => 0.0,
                     _ => 1.0,
                 };
-                values.push(scale * poisson(&mut rng, lambda * burst * event));
+                values.push(scale * counts(&mut rng, lambda * burst * event));
             }
         }
         "scheduled" => {

@@ -28,7 +28,7 @@
 
 use features::rng::Xoshiro256PlusPlus;
 
-use super::corpus::Stream;
+use super::corpus::{Stream, poisson};
 
 /// Rows of the long families (six weeks of five-minute samples).
 const LONG: usize = 12_000;
@@ -56,23 +56,6 @@ pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {
         (seed, 2_000_029, 0x005E_ED0F_0BE5),
         stream,
     )
-}
-
-/// A Poisson draw of mean `lambda` (Knuth's product of uniforms). The
-/// means here stay under 200 (20 a row, a daily swing of 1.6, a burst of
-/// 6), where `e^-λ` is still a normal `f64`. Its own rather than the
-/// simulator's `SimRng::poisson`: the corpus draws from the features
-/// crate's generator, and the streams (and every number measured on them)
-/// stay as they are.
-fn poisson(rng: &mut Xoshiro256PlusPlus, lambda: f64) -> f64 {
-    let limit = (-lambda).exp();
-    let mut k = 0.0;
-    let mut p = rng.next_f64();
-    while p > limit {
-        k += 1.0;
-        p *= rng.next_f64();
-    }
-    k
 }
 
 /// The stream's scale and offset: what a raw score must not depend on.

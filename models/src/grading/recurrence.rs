@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use super::Grade;
 use super::config::GraderConfig;
+use super::grade::Grade;
 
 /// Opened events remembered at most (the oldest goes first).
 pub const SHAPES: usize = 64;

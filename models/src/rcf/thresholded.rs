@@ -4,9 +4,9 @@
 //! running statistics, the forest scores the normalised row, and the grader
 //! turns the score into a grade that means the same on every stream, with the
 //! attribution behind it; a single stream's events that repeat one opened
-//! recently are taken out (`grading::recurrence`). The whole state snapshots to JSON (and to CBOR in
-//! the detector's checkpoints); a restored detector continues exactly where
-//! the saved one stopped.
+//! recently are taken out (`grading::recurrence`). The whole state
+//! snapshots to JSON (and to CBOR in the detector's checkpoints); a
+//! restored detector continues exactly where the saved one stopped.
 
 use serde::{Deserialize, Serialize};
 
@@ -283,7 +283,9 @@ impl ThresholdedForest {
     /// statistics are shared, the event is that stream's own (the
     /// pipeline's shard forest, one episode per GPU). The last values are
     /// the forest's too, so a forest fed several streams should take no
-    /// differences (the pipeline's takes none).
+    /// differences (the pipeline's takes none); recurrences are one
+    /// stream's, so they are not taken out here (the pipeline's grader
+    /// remembers none).
     pub fn process_for(&mut self, row: &[f64], episode: &mut Episode) -> Result<Verdict, RcfError> {
         self.check(row)?;
         let (mut buf, mut x) = (
@@ -382,8 +384,8 @@ impl ThresholdedForest {
 
     /// Grades a row's attribution; `seen` is the forest's `points_seen`
     /// right after the row; `episode` is another stream's event, or `None`
-    /// for the detector's own.
-    /// `shape` is the row's shingle of forest inputs (recurrence only).
+    /// for the detector's own, whose recurrences are taken out by `shape`,
+    /// the row's shingle of forest inputs (empty with recurrence off).
     fn verdict(
         &mut self,
         attribution: DiVector,

@@ -40,8 +40,9 @@ const BATCHES_AHEAD: usize = 4;
 /// `attribution` the metric and direction that explain most of the score,
 /// written `<column>_high` or `<column>_low` (empty during warm-up). `state`
 /// is `warmup` (nothing is graded yet), `anomaly` (flagged: a new event or a
-/// clear rise in one), `event` (a repeat of an open event: grade 0) or
-/// `normal`.
+/// clear rise in one), `event` (a repeat of an open event: grade 0),
+/// `recurrence` (an event that opened on the shape of a recent one: a normal
+/// pattern coming back, not flagged; see `--recurrence`) or `normal`.
 ///
 /// Defaults suit server and sensor telemetry sampled every few seconds: AWS's
 /// random-cut-forest defaults (50 trees, 256 samples, time decay
@@ -261,6 +262,9 @@ pub fn score_csv<R: Read + Send, W: Write>(
                     "warmup"
                 } else if verdict.is_anomaly {
                     "anomaly"
+                } else if verdict.in_event && verdict.event_grade == 0.0 {
+                    // Open but never flagged: a recurrence.
+                    "recurrence"
                 } else if verdict.in_event {
                     "event"
                 } else {

@@ -95,3 +95,44 @@ fn column_selection_by_name_and_index() {
     assert!(reader::resolve_column(&header, "7").is_err());
     assert!(reader::resolve_column(&header, "zzz").is_err());
 }
+
+/// One metric ramping and resetting every 60 rows: each reset is normal.
+/// By default a reset that repeats an earlier one's shape is a
+/// `recurrence` (not flagged); `--recurrence 0` flags them all; a drop
+/// far below any reset is an anomaly either way.
+#[test]
+fn resets_that_come_back_are_recurrences_not_anomalies() {
+    let mut csv = String::from("ts,queue\n");
+    for t in 0..3000 {
+        let drop = if (2500..2520).contains(&t) { -1.5 } else { 0.0 };
+        let v = 10.0 + (t % 60) as f64 / 60.0 + drop + ((t * 7919) % 13) as f64 * 0.001;
+        csv.push_str(&format!("{t},{v}\n"));
+    }
+    let run = |extra: &[&str]| {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut argv = vec!["--threads", "1"];
+        argv.extend_from_slice(extra);
+        score_csv(&args(&argv), csv.as_bytes(), &mut out, &mut err, None).expect("scores");
+        String::from_utf8(out).expect("utf8")
+    };
+    let count = |out: &str, state: &str, rows: std::ops::Range<usize>| {
+        out.lines()
+            .skip(1)
+            .enumerate()
+            .filter(|(i, l)| rows.contains(i) && l.ends_with(&format!(",{state}")))
+            .count()
+    };
+    let (on, off) = (run(&[]), run(&["--recurrence", "0"]));
+    let before = 0..2500;
+    eprintln!(
+        "anomalies before the drop: on {} off {}; recurrences {}",
+        count(&on, "anomaly", before.clone()),
+        count(&off, "anomaly", before.clone()),
+        count(&on, "recurrence", before.clone())
+    );
+    assert!(count(&off, "anomaly", before.clone()) >= 10, "{off}");
+    assert!(count(&on, "recurrence", before.clone()) >= 10);
+    assert!(count(&on, "anomaly", before.clone()) * 4 <= count(&off, "anomaly", before.clone()));
+    assert_eq!(count(&off, "recurrence", 0..3000), 0);
+    assert!(count(&on, "anomaly", 2500..2506) >= 1, "the deep drop");
+}
