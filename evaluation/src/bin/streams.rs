@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
-//!     [--fresh] [--third] [--fourth] [--no-differences] [--no-recurrence]
+//!     [--fresh] [--third] [--fourth] [--fifth] [--no-differences] [--no-recurrence]
 //! ```
 //!
 //! Writes `DIR/streams.md` (the tables) and `DIR/streams.json`. `--search`
@@ -18,8 +18,9 @@
 //! `--fresh` scores a second set no choice has looked at (`streams::fresh`)
 //! into `DIR/streams-fresh.md` and `.json`; `--third` a third such set
 //! (`streams::third`) into `DIR/streams-third.md`, `--fourth` a fourth
-//! (`streams::fourth`, unscored until the grader's next change is final)
-//! into `DIR/streams-fourth.md`. `--no-differences` grades the
+//! (`streams::fourth`, scored once after the memory of recurrences) into
+//! `DIR/streams-fourth.md`, `--fifth` a fifth (`streams::fifth`, unscored
+//! until the grade's next change is final) into `DIR/streams-fifth.md`. `--no-differences` grades the
 //! forest of the levels alone (the grader before 2026-12-06; `forewarn
 //! score --no-differences`); `--no-recurrence` flags events that repeat a
 //! recent one's shape too (`forewarn score --recurrence 0`, the grader
@@ -32,12 +33,12 @@ use std::time::Instant;
 use evaluation::streams::corpus::Stream;
 use evaluation::streams::scoring::{self, PROFILES, Windows};
 use evaluation::streams::{
-    Line, Scored, best_threshold, compare, corpus, detect, fourth, fresh, per_family, third,
+    Line, Scored, best_threshold, compare, corpus, detect, fifth, fourth, fresh, per_family, third,
     tune_thresholds, unseen,
 };
 use models::grading::GraderConfig;
 
-const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--no-differences]
+const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--no-differences]
                [--no-recurrence]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
@@ -55,6 +56,7 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
                      (streams-fresh.md and .json)
   --third            also score a third such set (streams-third.md and .json)
   --fourth           also score a fourth (streams-fourth.md and .json)
+  --fifth            also score a fifth (streams-fifth.md and .json)
   --no-differences   the grade's forest sees each value alone, without its
                      change since the row before (forewarn score's
                      --no-differences)
@@ -74,6 +76,7 @@ struct Args {
     fresh: bool,
     third: bool,
     fourth: bool,
+    fifth: bool,
     no_differences: bool,
     no_recurrence: bool,
 }
@@ -100,6 +103,7 @@ fn parse() -> Result<Args, String> {
         fresh: false,
         third: false,
         fourth: false,
+        fifth: false,
         no_differences: false,
         no_recurrence: false,
     };
@@ -120,6 +124,7 @@ fn parse() -> Result<Args, String> {
             "--fresh" => a.fresh = true,
             "--third" => a.third = true,
             "--fourth" => a.fourth = true,
+            "--fifth" => a.fifth = true,
             "--no-differences" => a.no_differences = true,
             "--no-recurrence" => a.no_recurrence = true,
             other => return Err(format!("unknown argument {other:?}")),
@@ -286,11 +291,12 @@ fn run(args: &Args) -> Result<(), String> {
     let lines = compare(&tuned, &holdout);
     write(args, "streams", &lines, &render(&lines, &holdout))?;
     // The sets never tuned on, at the same thresholds.
-    let extra: [(bool, &str, Corpus); 4] = [
+    let extra: [(bool, &str, Corpus); 5] = [
         (args.unseen, "streams-unseen", unseen::corpus),
         (args.fresh, "streams-fresh", fresh::corpus),
         (args.third, "streams-third", third::corpus),
         (args.fourth, "streams-fourth", fourth::corpus),
+        (args.fifth, "streams-fifth", fifth::corpus),
     ];
     for (_, name, make) in extra.into_iter().filter(|(on, _, _)| *on) {
         let runs = run_seeds(&args.holdout, args.per_family, &grading, make)?;

@@ -10,6 +10,7 @@
 
 pub mod corpus;
 pub mod detect;
+pub mod fifth;
 pub mod fourth;
 pub mod fresh;
 pub mod scoring;
