@@ -86,6 +86,18 @@ pub(super) fn poisson(rng: &mut Xoshiro256PlusPlus, lambda: f64) -> f64 {
     k
 }
 
+/// A uniform whole number in `lo..lo + span`.
+pub(super) fn between(rng: &mut Xoshiro256PlusPlus, lo: usize, span: usize) -> usize {
+    lo + (rng.next_f64() * span as f64) as usize
+}
+
+/// The row of a later set's event in a stream of `len` rows: after its
+/// first quarter (the detectors have warmed up) and 1,200 rows before its
+/// end (the event has room to show).
+pub(super) fn onset(rng: &mut Xoshiro256PlusPlus, len: usize) -> usize {
+    len / 4 + (rng.next_f64() * (len - 1200 - len / 4) as f64) as usize
+}
+
 /// The corpus of `seed`: `per_family` streams of each synthetic family and
 /// the simulator's GPU streams.
 pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {

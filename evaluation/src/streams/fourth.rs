@@ -22,7 +22,7 @@
 
 use features::rng::Xoshiro256PlusPlus;
 
-use super::corpus::{Stream, poisson};
+use super::corpus::{Stream, between, onset, poisson};
 
 /// Rows of every stream.
 const LEN: usize = 4_000;
@@ -40,16 +40,11 @@ pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {
     )
 }
 
-/// A uniform whole number in `lo..lo + span`.
-fn between(rng: &mut Xoshiro256PlusPlus, lo: usize, span: usize) -> usize {
-    lo + (rng.next_f64() * span as f64) as usize
-}
-
 fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let scale = 10f64.powf(rng.next_f64() * 4.0 - 2.0);
     let b = rng.next_f64();
-    let at = LEN / 4 + (rng.next_f64() * (LEN - 1200 - LEN / 4) as f64) as usize;
+    let at = onset(&mut rng, LEN);
     let mut values = Vec::with_capacity(LEN);
     match family {
         "gc_heap" => {

@@ -22,7 +22,7 @@
 
 use features::rng::Xoshiro256PlusPlus;
 
-use super::corpus::{Stream, poisson};
+use super::corpus::{Stream, onset, poisson};
 
 /// Rows of every stream.
 const LEN: usize = 4_000;
@@ -60,7 +60,7 @@ fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let scale = 10f64.powf(rng.next_f64() * 4.0 - 2.0);
     let (a, b) = (rng.next_f64(), rng.next_f64());
-    let at = LEN / 4 + (rng.next_f64() * (LEN - 1200 - LEN / 4) as f64) as usize;
+    let at = onset(&mut rng, LEN);
     let mut values = Vec::with_capacity(LEN);
     let mut events = vec![at];
     match family {
