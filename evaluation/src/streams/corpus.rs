@@ -98,6 +98,28 @@ pub(super) fn onset(rng: &mut Xoshiro256PlusPlus, len: usize) -> usize {
     len / 4 + (rng.next_f64() * (len - 1200 - len / 4) as f64) as usize
 }
 
+/// The checks every later set's test makes: `make` gives `families ×
+/// per_family` streams, the same ones twice, of finite values, each with
+/// ascending events (at most `max_events`), the first after the warm-up
+/// quarter of `len` rows.
+#[cfg(test)]
+pub(super) fn assert_seeded_and_labelled(
+    make: fn(u64, usize) -> Vec<Stream>,
+    families: usize,
+    len: usize,
+    max_events: usize,
+) {
+    let a = make(5, 3);
+    assert_eq!(a.len(), families * 3);
+    for (x, y) in a.iter().zip(&make(5, 3)) {
+        assert_eq!(x.values, y.values, "{} is not deterministic", x.name);
+        assert!(x.values.iter().all(|v| v.is_finite()), "{}", x.name);
+        assert!((1..=max_events).contains(&x.events.len()), "{}", x.name);
+        assert!(x.events.windows(2).all(|w| w[0] < w[1]), "{}", x.name);
+        assert!(x.events[0] >= len / 4 && x.events[0] < len, "{}", x.name);
+    }
+}
+
 /// The corpus of `seed`: `per_family` streams of each synthetic family and
 /// the simulator's GPU streams.
 pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {

@@ -179,14 +179,6 @@ mod tests {
 
     #[test]
     fn every_family_is_seeded_and_labelled_after_warm_up() {
-        let a = corpus(5, 3);
-        assert_eq!(a.len(), FAMILIES.len() * 3);
-        for (x, y) in a.iter().zip(&corpus(5, 3)) {
-            assert_eq!(x.values, y.values, "{} is not deterministic", x.name);
-            assert!(x.values.iter().all(|v| v.is_finite()), "{}", x.name);
-            assert!(!x.events.is_empty(), "{}", x.name);
-            assert!(x.events.windows(2).all(|w| w[0] < w[1]), "{}", x.name);
-            assert!(x.events[0] >= LEN / 4 && x.events[0] < LEN, "{}", x.name);
-        }
+        super::super::corpus::assert_seeded_and_labelled(corpus, FAMILIES.len(), LEN, 2);
     }
 }
