@@ -98,6 +98,16 @@ pub(super) fn onset(rng: &mut Xoshiro256PlusPlus, len: usize) -> usize {
     len / 4 + (rng.next_f64() * (len - 1200 - len / 4) as f64) as usize
 }
 
+/// What a later set's stream draws first from its `seed`: its generator,
+/// then its scale (0.01–100), a uniform share `b` and its event's row.
+pub(super) fn start(seed: u64, len: usize) -> (Xoshiro256PlusPlus, f64, f64, usize) {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let scale = 10f64.powf(rng.next_f64() * 4.0 - 2.0);
+    let b = rng.next_f64();
+    let at = onset(&mut rng, len);
+    (rng, scale, b, at)
+}
+
 /// The checks every later set's test makes: `make` gives `families ×
 /// per_family` streams, the same ones twice, of finite values, each with
 /// ascending events (at most `max_events`), the first after the warm-up

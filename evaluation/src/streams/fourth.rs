@@ -20,9 +20,7 @@
 //!
 //! Part of the stream benchmark (`streams/`).
 
-use features::rng::Xoshiro256PlusPlus;
-
-use super::corpus::{Stream, between, onset, poisson};
+use super::corpus::{Stream, between, poisson, start};
 
 /// Rows of every stream.
 const LEN: usize = 4_000;
@@ -41,10 +39,7 @@ pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {
 }
 
 fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let scale = 10f64.powf(rng.next_f64() * 4.0 - 2.0);
-    let b = rng.next_f64();
-    let at = onset(&mut rng, LEN);
+    let (mut rng, scale, b, at) = start(seed, LEN);
     let mut values = Vec::with_capacity(LEN);
     match family {
         "gc_heap" => {
