@@ -38,11 +38,10 @@ pub struct Recurrences {
     quiet: bool,
 }
 
-/// Mean absolute distance of `a` and `b`, of equal lengths (`None` when
-/// empty).
-fn distance(a: &[f32], b: &[f32]) -> Option<f64> {
+/// Mean absolute distance of `a` and `b`, of equal non-zero lengths.
+fn distance(a: &[f32], b: &[f32]) -> f64 {
     let sum: f64 = a.iter().zip(b).map(|(x, y)| f64::from((x - y).abs())).sum();
-    (!a.is_empty()).then(|| sum / a.len() as f64)
+    sum / a.len() as f64
 }
 
 impl Recurrences {
@@ -74,10 +73,8 @@ impl Recurrences {
             let horizon = config.recurrence_horizon;
             self.shapes.retain(|s| at.saturating_sub(s.at) <= horizon);
             self.quiet = self.shapes.iter().any(|s| {
-                s.input.len() == input.len()
-                    && distance(&s.input, &input).is_some_and(|d| d < config.recurrence)
+                s.input.len() == input.len() && distance(&s.input, &input) < config.recurrence
             });
-            debug_assert!(input.iter().all(|v| v.is_finite()));
             if self.shapes.len() == SHAPES {
                 self.shapes.pop_front();
             }

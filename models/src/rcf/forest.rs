@@ -239,6 +239,12 @@ impl Forest {
         self.stored >= self.config.output_after as u64
     }
 
+    /// The point the last row learnt was scored as (its shingle, imputed
+    /// values included; zeros before any row).
+    pub(crate) fn last_point(&self) -> &[f32] {
+        self.shingle.point()
+    }
+
     /// Points offered to the samplers so far.
     pub fn points_seen(&self) -> u64 {
         self.stored

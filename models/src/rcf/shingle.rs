@@ -121,6 +121,12 @@ impl Shingler {
             && self.filled <= size
     }
 
+    /// The current shingle, oldest row first: after a row is pushed, the
+    /// point it was scored as (imputed values included).
+    pub(crate) fn point(&self) -> &[f32] {
+        &self.buffer
+    }
+
     pub(crate) fn heap_bytes(&self) -> usize {
         self.buffer.capacity() * 4 + self.last.capacity() * 4 + self.missing_run.capacity() * 4
     }

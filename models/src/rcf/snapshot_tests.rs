@@ -301,10 +301,10 @@ fn differences_take_two_inputs_per_metric_and_snapshot_the_last_values() {
     assert!(e.to_string().contains("last values"), "{e}");
 }
 
-/// The remembered events and the forest inputs before a row's own travel
-/// in the snapshot (a restored detector continues exactly); a snapshot
-/// whose inputs do not fit its forest is refused; one from before
-/// recurrences restores with them off and goes on.
+/// The remembered events travel in the snapshot (a restored detector
+/// continues exactly); a snapshot whose remembered shapes do not fit its
+/// forest is refused; one from before recurrences restores with them off
+/// and goes on.
 #[test]
 fn recurrences_snapshot_and_older_snapshots_restore_without_them() {
     let config = crate::grading::GraderConfig {
@@ -330,20 +330,18 @@ fn recurrences_snapshot_and_older_snapshots_restore_without_them() {
         assert_eq!(a.expect("dims"), b.expect("dims"), "row {i}");
     }
     let v: serde_json::Value = serde_json::from_str(&json).expect("parse");
+    let shapes = &v["recurrences"]["shapes"];
     assert_eq!(
-        v["tail"].as_array().map(Vec::len),
-        Some(3 * 2),
-        "{}",
-        v["tail"]
+        shapes[0]["input"].as_array().map(Vec::len),
+        Some(4 * 2),
+        "{shapes}"
     );
     let mut bad = v.clone();
-    bad["tail"] = serde_json::json!([0.0]);
-    let e = ThresholdedForest::from_json(&bad.to_string()).expect_err("a short tail");
+    bad["recurrences"]["shapes"][0]["input"] = serde_json::json!([0.0]);
+    let e = ThresholdedForest::from_json(&bad.to_string()).expect_err("a short shape");
     assert!(e.to_string().contains("remembered events"), "{e}");
     let mut old = v.clone();
-    for key in ["tail", "recurrences"] {
-        old.as_object_mut().expect("object").remove(key);
-    }
+    old.as_object_mut().expect("object").remove("recurrences");
     let config = old["grader"]["config"].as_object_mut().expect("config");
     config.remove("recurrence");
     config.remove("recurrence_horizon");

@@ -67,9 +67,6 @@ pub struct ThresholdedForest {
     /// The last finite value of each metric (differences only; none
     /// before the first).
     last: Vec<Option<f64>>,
-    /// The last `shingle - 1` forest inputs, oldest first (recurrence
-    /// only): with a row's own, the shingle an event opens on.
-    tail: Vec<f64>,
     recurrences: Recurrences,
 }
 
@@ -84,8 +81,6 @@ pub(crate) struct ThresholdedRepr {
     grader: Option<Grader>,
     #[serde(default)]
     last: Vec<Option<f64>>,
-    #[serde(default)]
-    tail: Vec<f64>,
     #[serde(default)]
     recurrences: Recurrences,
 }
@@ -131,15 +126,9 @@ impl TryFrom<ThresholdedRepr> for ThresholdedForest {
                 reason: "the last values do not match the forest's inputs",
             });
         }
-        let tail_ok = if grader.config().recurrence > 0.0 {
-            let shingle = r.forest.config().shingle_size;
-            r.tail.len() == tail_len(&r.forest)
-                && r.tail.iter().all(|v| v.is_finite())
-                && r.recurrences.is_consistent(shingle * dims)
-        } else {
-            r.tail.is_empty()
-        };
-        if !tail_ok {
+        let shapes_ok = grader.config().recurrence <= 0.0
+            || r.recurrences.is_consistent(r.forest.config().dimensions());
+        if !shapes_ok {
             return Err(RcfError::CorruptSnapshot {
                 reason: "the remembered events do not match the forest's inputs",
             });
@@ -149,16 +138,9 @@ impl TryFrom<ThresholdedRepr> for ThresholdedForest {
             normalizer,
             grader,
             last: r.last,
-            tail: r.tail,
             recurrences: r.recurrences,
         })
     }
-}
-
-/// Forest inputs before a row's own in its shingle.
-fn tail_len(forest: &Forest) -> usize {
-    let c = forest.config();
-    c.shingle_size.saturating_sub(1) * c.input_dimensions
 }
 
 /// Metrics per row for a forest of `dims` inputs.
@@ -183,17 +165,11 @@ impl ThresholdedForest {
             Vec::new()
         };
         let normalizer = InputNormalizer::new(dims, config.input_decay);
-        let tail = if config.recurrence > 0.0 {
-            vec![0.0; tail_len(&forest)]
-        } else {
-            Vec::new()
-        };
         Ok(Self {
             forest,
             normalizer,
             grader: Grader::new(config)?,
             last,
-            tail,
             recurrences: Recurrences::default(),
         })
     }
@@ -274,9 +250,14 @@ impl ThresholdedForest {
         let attribution = self.forest.attribute_and_update(&x)?;
         self.learn(row, wide);
         let seen = self.forest.points_seen();
-        let history = self.shingles(&x);
-        let shape = self.shape_of(&history, 0);
-        Ok(self.verdict(attribution, seen, None, shape))
+        // The point the forest scored: what an event opening here is
+        // remembered by (copied only when recurrences are on).
+        let shape = if self.remembers() {
+            self.forest.last_point().to_vec()
+        } else {
+            Vec::new()
+        };
+        Ok(self.verdict(attribution, seen, None, &shape))
     }
 
     /// `process` for another stream's `episode`: the forest and the
@@ -341,39 +322,26 @@ impl ThresholdedForest {
             self.learn(row, wide);
         }
         let inputs: Vec<&[f64]> = flat.chunks_exact(m).collect();
-        let rows = self.forest.attribute_and_update_batch(&inputs)?;
-        let history = self.shingles(&flat);
+        let (rows, points) = self.forest.attribute_and_update_batch_points(&inputs)?;
+        let d = self.forest.config().dimensions();
+        let remembers = self.remembers();
         Ok(rows
             .into_iter()
             .enumerate()
             .map(|(i, (attribution, seen))| {
-                let shape = self.shape_of(&history, i);
+                let shape = if remembers {
+                    &points[i * d..(i + 1) * d]
+                } else {
+                    &[]
+                };
                 self.verdict(attribution, seen, None, shape)
             })
             .collect())
     }
 
-    /// With recurrence on, the tail followed by `inputs` (rows of forest
-    /// inputs, a missing one taken at its mean: 0), and the tail moved on
-    /// past them; empty otherwise.
-    fn shingles(&mut self, inputs: &[f64]) -> Vec<f64> {
-        if self.grader.config().recurrence <= 0.0 {
-            return Vec::new();
-        }
-        let mut history = Vec::with_capacity(self.tail.len() + inputs.len());
-        history.extend_from_slice(&self.tail);
-        history.extend(inputs.iter().map(|&v| if v.is_finite() { v } else { 0.0 }));
-        let keep = self.tail.len();
-        self.tail.copy_from_slice(&history[history.len() - keep..]);
-        history
-    }
-
-    /// Row `i`'s shingle in `history` (from [`Self::shingles`]): the
-    /// forest input its event would open on (empty with recurrence off).
-    fn shape_of<'h>(&self, history: &'h [f64], i: usize) -> &'h [f64] {
-        let m = self.forest.config().input_dimensions;
-        let width = self.tail.len() + m;
-        history.get(i * m..i * m + width).unwrap_or(&[])
+    /// Events are remembered by their shape (`GraderConfig::recurrence`).
+    fn remembers(&self) -> bool {
+        self.grader.config().recurrence > 0.0
     }
 
     /// Scores run high while the samplers are still filling; grading (and
@@ -385,13 +353,13 @@ impl ThresholdedForest {
     /// Grades a row's attribution; `seen` is the forest's `points_seen`
     /// right after the row; `episode` is another stream's event, or `None`
     /// for the detector's own, whose recurrences are taken out by `shape`,
-    /// the row's shingle of forest inputs (empty with recurrence off).
+    /// the point the forest scored the row as (empty with recurrence off).
     fn verdict(
         &mut self,
         attribution: DiVector,
         seen: u64,
         episode: Option<&mut Episode>,
-        shape: &[f64],
+        shape: &[f32],
     ) -> Verdict {
         let score = attribution.total();
         // Shingle lags and each metric's change fold onto the metric.
@@ -403,7 +371,7 @@ impl ThresholdedForest {
                     let was_open = self.grader.in_event();
                     let g = self.grader.process(score);
                     let opened = g.is_anomaly && !was_open;
-                    let input = || shape.iter().map(|&v| v as f32).collect();
+                    let input = || shape.to_vec();
                     self.recurrences
                         .filter(g, opened, seen, input, self.grader.config())
                 }
@@ -431,7 +399,6 @@ impl ThresholdedForest {
         self.forest.heap_bytes()
             + self.normalizer.heap_bytes()
             + self.last.capacity() * 16
-            + self.tail.capacity() * 8
             + self.recurrences.heap_bytes()
     }
 

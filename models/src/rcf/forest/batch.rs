@@ -25,7 +25,12 @@ struct BatchOut {
     attr: Vec<f64>,
     /// Points offered to the samplers once each row was processed.
     seen: Vec<u64>,
+    /// The point each row was scored as, `dims` per row.
+    points: Vec<f32>,
 }
+
+/// Each row's attribution and `points_seen` right after it.
+type Attributed = Vec<(DiVector, u64)>;
 
 impl Forest {
     /// Scores then learns each row in order, like repeated `score_and_update`
@@ -41,15 +46,26 @@ impl Forest {
     pub fn attribute_and_update_batch<R: AsRef<[f64]>>(
         &mut self,
         rows: &[R],
-    ) -> Result<Vec<(DiVector, u64)>, RcfError> {
+    ) -> Result<Attributed, RcfError> {
+        Ok(self.attribute_and_update_batch_points(rows)?.0)
+    }
+
+    /// `attribute_and_update_batch`, with the point each row was scored as
+    /// (`dimensions()` per row, flat): what `ThresholdedForest` remembers
+    /// an event by.
+    pub(crate) fn attribute_and_update_batch_points<R: AsRef<[f64]>>(
+        &mut self,
+        rows: &[R],
+    ) -> Result<(Attributed, Vec<f32>), RcfError> {
         let out = self.run_batch(rows, true)?;
         let width = 2 * self.config.dimensions();
-        Ok(out
+        let rows = out
             .attr
             .chunks_exact(width.max(1))
             .map(DiVector::from_flat)
             .zip(out.seen)
-            .collect())
+            .collect();
+        Ok((rows, out.points))
     }
 
     fn run_batch<R: AsRef<[f64]>>(
@@ -141,6 +157,11 @@ impl Forest {
             scores.push(self.finish(total, want_attr.then_some(&mut a[..])));
             attr.extend_from_slice(&a);
         }
-        Ok(BatchOut { scores, attr, seen })
+        Ok(BatchOut {
+            scores,
+            attr,
+            seen,
+            points,
+        })
     }
 }
