@@ -66,17 +66,23 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
 /// A corpus: `per_family` streams of each family for a seed.
 type Corpus = fn(u64, usize) -> Vec<Stream>;
 
+/// The sets never tuned on, in report order: flag, output name, corpus.
+const SETS: [(&str, &str, Corpus); 5] = [
+    ("--unseen", "streams-unseen", unseen::corpus),
+    ("--fresh", "streams-fresh", fresh::corpus),
+    ("--third", "streams-third", third::corpus),
+    ("--fourth", "streams-fourth", fourth::corpus),
+    ("--fifth", "streams-fifth", fifth::corpus),
+];
+
 struct Args {
     out: PathBuf,
     tune: Vec<u64>,
     holdout: Vec<u64>,
     per_family: usize,
     search: bool,
-    unseen: bool,
-    fresh: bool,
-    third: bool,
-    fourth: bool,
-    fifth: bool,
+    /// The later sets asked for, by flag (`SETS`).
+    sets: Vec<&'static str>,
     no_differences: bool,
     no_recurrence: bool,
 }
@@ -99,16 +105,16 @@ fn parse() -> Result<Args, String> {
         holdout: vec![101, 102],
         per_family: 6,
         search: false,
-        unseen: false,
-        fresh: false,
-        third: false,
-        fourth: false,
-        fifth: false,
+        sets: Vec::new(),
         no_differences: false,
         no_recurrence: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if let Some(set) = SETS.iter().find(|s| s.0 == flag) {
+            a.sets.push(set.0);
+            continue;
+        }
         match flag.as_str() {
             "--out" => a.out = it.next().ok_or("--out needs a directory")?.into(),
             "--tune-seeds" => a.tune = seeds(&flag, it.next())?,
@@ -120,11 +126,6 @@ fn parse() -> Result<Args, String> {
                     .ok_or("--per-family needs a number")?
             }
             "--search" => a.search = true,
-            "--unseen" => a.unseen = true,
-            "--fresh" => a.fresh = true,
-            "--third" => a.third = true,
-            "--fourth" => a.fourth = true,
-            "--fifth" => a.fifth = true,
             "--no-differences" => a.no_differences = true,
             "--no-recurrence" => a.no_recurrence = true,
             other => return Err(format!("unknown argument {other:?}")),
@@ -291,15 +292,8 @@ fn run(args: &Args) -> Result<(), String> {
     let lines = compare(&tuned, &holdout);
     write(args, "streams", &lines, &render(&lines, &holdout))?;
     // The sets never tuned on, at the same thresholds.
-    let extra: [(bool, &str, Corpus); 5] = [
-        (args.unseen, "streams-unseen", unseen::corpus),
-        (args.fresh, "streams-fresh", fresh::corpus),
-        (args.third, "streams-third", third::corpus),
-        (args.fourth, "streams-fourth", fourth::corpus),
-        (args.fifth, "streams-fifth", fifth::corpus),
-    ];
-    for (_, name, make) in extra.into_iter().filter(|(on, _, _)| *on) {
-        let runs = run_seeds(&args.holdout, args.per_family, &grading, make)?;
+    for (_, name, make) in SETS.iter().filter(|s| args.sets.contains(&s.0)) {
+        let runs = run_seeds(&args.holdout, args.per_family, &grading, *make)?;
         let lines = compare(&tuned, &runs);
         write(args, name, &lines, &render(&lines, &runs))?;
     }
