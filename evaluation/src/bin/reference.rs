@@ -23,6 +23,7 @@ use datasets::simulator::{Precursor, Simulator};
 use evaluation::reference::cusum::TempSettings;
 use evaluation::reference::table::{self, Row, View};
 use evaluation::reference::{self, Settings};
+use models::assess::change::ChangeConfig;
 
 /// First held-back seed of the randomised-precursor family.
 const HELD_BACK_FROM: u64 = 100;
@@ -229,14 +230,14 @@ fn run(a: &Args) -> Result<(), String> {
         }
         print!("{}", table::markdown(&cols));
     }
-    let failures = per_failure(&r.truth, &drawn, &mine, &theirs);
+    let failures = per_failure(&r, &drawn, &mine, &theirs);
     println!(
-        "\n## per precursor failure\n\n| kind | GPU | shape | amplitude | precursor h | reference lead h | forewarn lead h |\n|---|---|---|---|---|---|---|"
+        "\n## per precursor failure\n\n| kind | GPU | shape | amplitude | precursor h | evidence 1 h ahead | reference lead h | forewarn lead h |\n|---|---|---|---|---|---|---|---|"
     );
     let h = |v: &serde_json::Value| v.as_f64().map_or("–".into(), |x| format!("{x:.1}"));
     for f in &failures {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             f["kind"].as_str().unwrap_or(""),
             f["gpu"].as_str().unwrap_or("").get(..12).unwrap_or(""),
             f["shape"].as_str().unwrap_or(""),
@@ -244,6 +245,7 @@ fn run(a: &Args) -> Result<(), String> {
                 .as_f64()
                 .map_or("–".into(), |x| format!("{x:.3}")),
             h(&f["precursor_h"]),
+            h(&f["evidence"]),
             h(&f["reference_lead_h"]),
             h(&f["forewarn_lead_h"]),
         );
@@ -264,6 +266,8 @@ fn run(a: &Args) -> Result<(), String> {
             pct(v.share_1h()),
         );
     }
+    let ceiling = Ceiling::of(&failures);
+    println!("\n{ceiling}");
     println!(
         "\nreference false warnings (labelled GPUs alerted outside their failure window): {}",
         r.score.false_warnings
@@ -277,7 +281,7 @@ fn run(a: &Args) -> Result<(), String> {
             "gpu_days": r.truth.gpu_days, "samples": r.samples, "wall_s": wall_s,
             "stats": r.stats, "by_kind": ref_kind, "by_shape": ref_shape,
             "false_warnings": r.score.false_warnings, "failures": failures,
-            "versus": versus,
+            "versus": versus, "ceiling": ceiling,
         });
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
@@ -285,30 +289,95 @@ fn run(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// One entry per precursor failure: its drawn precursor, its length, and
-/// each detector's lead.
+/// One entry per precursor failure: its drawn precursor, its length, the
+/// oracle's evidence an hour before it (counter precursors) and each
+/// detector's lead.
 fn per_failure(
-    truth: &evaluation::score::Truth,
+    r: &reference::Reference,
     drawn: &HashMap<String, Precursor>,
     mine: &[View],
     theirs: &[View],
 ) -> Vec<serde_json::Value> {
     let lead =
         |views: &[View], gpu: &str| views.iter().find(|v| v.gpu == gpu).and_then(|v| v.lead_h);
-    truth
+    r.truth
         .labels
         .iter()
         .filter_map(|l| {
             let gpu = l.gpu.as_deref()?;
             let p = drawn.get(gpu)?;
             let precursor_h = l.failure_ms.map(|f| (f - l.onset_ms) as f64 / 3.6e6);
+            let evidence = r.evidence.get(gpu);
             Some(serde_json::json!({
                 "kind": l.kind.as_str(), "gpu": gpu, "shape": p.shape.as_str(),
                 "amplitude": p.amplitude, "precursor_h": precursor_h,
+                "evidence": evidence.map(|e| e.glr),
+                "own_background_per_h": evidence.map(|e| e.background_per_h),
                 "reference_lead_h": lead(mine, gpu), "forewarn_lead_h": lead(theirs, gpu),
             }))
         })
         .collect()
+}
+
+/// The counter precursors an oracle sees by an hour ahead
+/// ([`reference::evidence`]) and how many of them each detector alerted
+/// at least an hour ahead.
+#[derive(Debug, serde::Serialize)]
+struct Ceiling {
+    /// forewarn's warning threshold: the evidence a test needs.
+    threshold: f64,
+    counter_precursors: usize,
+    visible: usize,
+    reference_1h: usize,
+    forewarn_1h: Option<usize>,
+    /// Alerted ≥ 1 h ahead by forewarn while below the threshold.
+    forewarn_1h_unseen: Option<usize>,
+}
+
+impl Ceiling {
+    fn of(failures: &[serde_json::Value]) -> Ceiling {
+        let cfg = ChangeConfig::default();
+        let threshold = cfg.threshold(cfg.warn_budget);
+        let counters: Vec<_> = failures.iter().filter(|f| f["evidence"].is_f64()).collect();
+        let ahead = |f: &serde_json::Value, who: &str| f[who].as_f64().is_some_and(|h| h >= 1.0);
+        let visible: Vec<_> = counters
+            .iter()
+            .filter(|f| f["evidence"].as_f64().is_some_and(|e| e >= threshold))
+            .collect();
+        let has_forewarn = failures.iter().any(|f| f["forewarn_lead_h"].is_f64());
+        let fw = |set: &mut dyn Iterator<Item = &&serde_json::Value>| {
+            has_forewarn.then(|| set.filter(|f| ahead(f, "forewarn_lead_h")).count())
+        };
+        Ceiling {
+            threshold,
+            counter_precursors: counters.len(),
+            visible: visible.len(),
+            reference_1h: visible
+                .iter()
+                .filter(|f| ahead(f, "reference_lead_h"))
+                .count(),
+            forewarn_1h: fw(&mut visible.iter().copied()),
+            forewarn_1h_unseen: fw(&mut counters
+                .iter()
+                .filter(|f| f["evidence"].as_f64().is_some_and(|e| e < threshold))),
+        }
+    }
+}
+
+impl std::fmt::Display for Ceiling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ceiling (an oracle knowing each GPU's own background and its precursor's onset): \
+             {} of {} counter precursors show evidence ≥ {:.1} (forewarn's warning threshold) \
+             an hour before failing; ≥ 1 h ahead on those: reference {}",
+            self.visible, self.counter_precursors, self.threshold, self.reference_1h
+        )?;
+        if let (Some(fw), Some(unseen)) = (self.forewarn_1h, self.forewarn_1h_unseen) {
+            write!(f, ", forewarn {fw}; forewarn on the others: {unseen}")?;
+        }
+        Ok(())
+    }
 }
 
 /// forewarn's false pages and warnings on the scenario, from its

@@ -34,6 +34,7 @@
 //! random_precursors --seed N [--reduced]`.
 
 pub mod cusum;
+pub mod evidence;
 pub mod settings;
 pub mod table;
 pub mod watch;
@@ -41,7 +42,7 @@ pub mod watch;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use alerts::AlertEvent;
@@ -50,6 +51,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::score::{self, ScenarioScore, Truth};
+use evidence::Evidence;
 pub use settings::{COUNTERS, STATS, Settings, TEMP, stat_name};
 use watch::{Rates, Watch};
 
@@ -82,6 +84,9 @@ pub struct Reference {
     pub score: ScenarioScore,
     pub samples: u64,
     pub healthy_gpus: usize,
+    /// Per labelled GPU with a counter precursor: its evidence an hour
+    /// before the failure ([`evidence`]).
+    pub evidence: BTreeMap<String, Evidence>,
 }
 
 /// Runs the reference over the simulated run `cfg` (two passes: the
@@ -110,6 +115,26 @@ pub fn run(cfg: &SimConfig, settings: &Settings) -> Result<Reference, ReferenceE
     let thresholds = std::array::from_fn(|i| max[i].0);
     let events = watch.alerts(&thresholds);
     let score = score::score(&truth, &events);
+    let evidence = truth
+        .labels
+        .iter()
+        .filter_map(|l| {
+            let gpu = l.gpu.as_deref()?;
+            let counters = evidence::counters_of(l.kind);
+            let until = l.failure_ms? - 3_600_000;
+            let counts = evidence::summed(watch.counts(gpu)?, counters);
+            (!counters.is_empty()).then(|| {
+                let e = Evidence::of(
+                    &counts,
+                    cfg.start_ms,
+                    l.onset_ms,
+                    until,
+                    settings.lambda_floor_per_h,
+                );
+                (gpu.to_string(), e)
+            })
+        })
+        .collect();
     let stats = (0..STATS)
         .map(|i| StatRow {
             stat: stat_name(i),
@@ -125,5 +150,6 @@ pub fn run(cfg: &SimConfig, settings: &Settings) -> Result<Reference, ReferenceE
         score,
         samples,
         healthy_gpus: watch.healthy(),
+        evidence,
     })
 }

@@ -193,3 +193,26 @@ fn table_counts_and_medians() {
     assert_eq!(r[2].key, "all precursors");
     assert_eq!(r[2].failures, 3);
 }
+
+#[test]
+fn watched_gpus_keep_their_counter_increments_for_the_evidence() {
+    let ticks = fleet(12.0, |g, _| if g == 7 { 5.0 } else { 0.2 });
+    let watched: HashSet<Arc<str>> = [Arc::from("GPU-7")].into_iter().collect();
+    let mut w = Watch::new(Settings::default(), [0.1; COUNTERS.len()], watched);
+    for t in &ticks {
+        w.tick(t);
+    }
+    let counts = w.counts("GPU-7").expect("a watched GPU's increments");
+    assert_eq!(
+        counts.len(),
+        ticks.len() - 1,
+        "one per sample after the first"
+    );
+    let total: f64 = counts.iter().map(|(_, c)| f64::from(c[0])).sum();
+    let last = ticks
+        .last()
+        .and_then(|t| t[7].metrics.get(Field::EccSbeAggTotal));
+    let first = ticks[0][7].metrics.get(Field::EccSbeAggTotal);
+    assert_eq!(Some(total), last.zip(first).map(|(l, f)| l - f));
+    assert!(w.counts("GPU-1").is_none(), "healthy GPUs keep no trace");
+}

@@ -84,6 +84,8 @@ struct Gpu {
     temp: TempCusum,
     max: [f64; STATS],
     trace: Vec<(i64, [f32; STATS])>,
+    /// Each sample's counter increments (watched GPUs only).
+    counts: Vec<(i64, [f32; COUNTERS.len()])>,
 }
 
 /// Second pass: every GPU's statistics.
@@ -142,6 +144,7 @@ impl Watch {
             temp: TempCusum::default(),
             max: [0.0; STATS],
             trace: Vec::new(),
+            counts: Vec::new(),
         });
         self.index.insert(s.gpu.clone(), self.gpus.len() - 1);
         self.gpus.len() - 1
@@ -188,12 +191,14 @@ impl Watch {
         };
         let dt_h = (s.ts_ms - last_ts) as f64 / HOUR_MS;
         let mut stats = [0.0; STATS];
+        let mut counts = [0.0f32; COUNTERS.len()];
         for c in 0..COUNTERS.len() {
             let k = if now[c].is_finite() && gpu.last[c].is_finite() {
                 increment(gpu.last[c], now[c])
             } else {
                 0.0
             };
+            counts[c] = k as f32;
             stats[c] = gpu.counters[c].step(k, dt_h, lambda0[c], rho);
         }
         stats[TEMP] = match residual {
@@ -209,6 +214,7 @@ impl Watch {
         }
         if gpu.watched {
             gpu.trace.push((s.ts_ms, stats.map(|v| v as f32)));
+            gpu.counts.push((s.ts_ms, counts));
         }
         gpu.last_ts = Some(s.ts_ms);
         gpu.last = now;
@@ -226,6 +232,12 @@ impl Watch {
             }
         }
         m
+    }
+
+    /// A watched GPU's counter increments, sample by sample.
+    pub fn counts(&self, gpu: &str) -> Option<&[(i64, [f32; COUNTERS.len()])]> {
+        let g = &self.gpus[*self.index.get(gpu)?];
+        g.watched.then_some(g.counts.as_slice())
     }
 
     /// Healthy GPUs seen.
