@@ -79,20 +79,22 @@ pub struct ScoreArgs {
     /// Points stored before scores are reported [default: sample size/4].
     #[arg(long)]
     pub output_after: Option<usize>,
+    // The grader's defaults are `GraderConfig::default()`'s, the settings
+    // the stream benchmark chose and measures (one source for both).
     /// Scores graded before anything is flagged.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = GraderConfig::default().warmup)]
     pub warmup: usize,
     /// Deviations above the running mean score that open an event (grade 0.5).
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = GraderConfig::default().lower)]
     pub lower: f64,
     /// Deviations above the running mean score for grade 1.
-    #[arg(long, default_value_t = 9.0)]
+    #[arg(long, default_value_t = GraderConfig::default().upper)]
     pub upper: f64,
     /// Deviations below which an open event closes (hysteresis).
-    #[arg(long, default_value_t = 1.5)]
+    #[arg(long, default_value_t = GraderConfig::default().release)]
     pub release: f64,
     /// Scores at or below this are never flagged.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = GraderConfig::default().min_score)]
     pub min_score: f64,
     /// Decay of the running statistics of the scores and of each input
     /// [default: 1/1024].

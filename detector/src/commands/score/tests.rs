@@ -136,3 +136,33 @@ fn resets_that_come_back_are_recurrences_not_anomalies() {
     assert_eq!(count(&off, "recurrence", 0..3000), 0);
     assert!(count(&on, "anomaly", 2500..2506) >= 1, "the deep drop");
 }
+
+/// `forewarn score` with its defaults is the detector the stream benchmark
+/// measures (`evaluation::streams::detect`, `GraderConfig::default()`):
+/// the same grades, row for row, on streams of the corpus. (Its grader
+/// flags once defaulted to other thresholds than the benchmark's.)
+#[test]
+fn defaults_are_the_benchmarks_grader() {
+    let a = args(&[]);
+    let d = build_detector(&a, 1).expect("detector");
+    assert_eq!(d.grader().config(), &GraderConfig::default());
+    let streams = evaluation::streams::corpus::corpus(1, 1);
+    for s in streams.iter().take(6) {
+        let bench = evaluation::streams::detect::run(&s.values, 0, &GraderConfig::default())
+            .expect("benchmark");
+        let mut csv = String::from("ts,value\n");
+        for (t, v) in s.values.iter().enumerate() {
+            csv.push_str(&format!("{t},{v}\n"));
+        }
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        score_csv(&a, csv.as_bytes(), &mut out, &mut err, None).expect("scores");
+        let out = String::from_utf8(out).expect("utf8");
+        let grades: Vec<String> = out
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(1).unwrap_or("").to_string())
+            .collect();
+        let expected: Vec<String> = bench.grade.iter().map(|g| format!("{g:.4}")).collect();
+        assert_eq!(grades, expected, "stream {}", s.name);
+    }
+}
