@@ -7,6 +7,7 @@
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
 //!     [--fresh] [--third] [--fourth] [--fifth] [--no-differences] [--no-recurrence]
+//!     [--companions N]
 //! ```
 //!
 //! Writes `DIR/streams.md` (the tables) and `DIR/streams.json`. `--search`
@@ -33,13 +34,13 @@ use std::time::Instant;
 use evaluation::streams::corpus::Stream;
 use evaluation::streams::scoring::{self, PROFILES, Windows};
 use evaluation::streams::{
-    Line, Scored, best_threshold, compare, corpus, detect, fifth, fourth, fresh, per_family, third,
-    tune_thresholds, unseen,
+    Line, Scored, best_threshold, companions, compare, corpus, detect, fifth, fourth, fresh,
+    per_family, third, tune_thresholds, unseen,
 };
 use models::grading::GraderConfig;
 
 const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--no-differences]
-               [--no-recurrence]
+               [--no-recurrence] [--companions N]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
 fleet-simulator streams, every detector run over it, one global threshold
@@ -61,7 +62,10 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
                      change since the row before (forewarn score's
                      --no-differences)
   --no-recurrence    flag events that open on the shape of a recent one
-                     too (forewarn score's --recurrence 0)";
+                     too (forewarn score's --recurrence 0)
+  --companions N     put N normal metrics beside every stream (a noisy sine,
+                     a slow walk, in turn) and score the rows as forewarn score
+                     scores several metrics: one forest, single rows (0)";
 
 /// A corpus: `per_family` streams of each family for a seed.
 type Corpus = fn(u64, usize) -> Vec<Stream>;
@@ -85,6 +89,8 @@ struct Args {
     sets: Vec<&'static str>,
     no_differences: bool,
     no_recurrence: bool,
+    /// Normal companions beside every stream (0: the stream alone).
+    companions: usize,
 }
 
 fn seeds(flag: &str, v: Option<String>) -> Result<Vec<u64>, String> {
@@ -108,6 +114,7 @@ fn parse() -> Result<Args, String> {
         sets: Vec::new(),
         no_differences: false,
         no_recurrence: false,
+        companions: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -126,6 +133,12 @@ fn parse() -> Result<Args, String> {
                     .ok_or("--per-family needs a number")?
             }
             "--search" => a.search = true,
+            "--companions" => {
+                a.companions = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--companions needs a number")?
+            }
             "--no-differences" => a.no_differences = true,
             "--no-recurrence" => a.no_recurrence = true,
             other => return Err(format!("unknown argument {other:?}")),
@@ -139,15 +152,18 @@ fn parse() -> Result<Args, String> {
 
 fn run_seeds(
     seeds: &[u64],
-    per_family: usize,
+    args: &Args,
     grading: &GraderConfig,
     make: Corpus,
 ) -> Result<Vec<Scored>, String> {
     let mut out = Vec::new();
+    let n = args.companions;
     for &seed in seeds {
-        for stream in make(seed, per_family) {
+        for (i, stream) in make(seed, args.per_family).into_iter().enumerate() {
             let windows = Windows::of(stream.values.len(), &stream.events);
-            let outputs = detect::run(&stream.values, windows.probation, grading)
+            let rows =
+                companions::rows(&stream, n, seed.wrapping_mul(1_000).wrapping_add(i as u64));
+            let outputs = detect::run_rows(&rows, 1 + n, windows.probation, grading)
                 .map_err(|e| format!("{}: {e}", stream.name))?;
             out.push(Scored {
                 stream,
@@ -271,8 +287,8 @@ fn run(args: &Args) -> Result<(), String> {
         ..GraderConfig::default()
     };
     let started = Instant::now();
-    let tune = run_seeds(&args.tune, args.per_family, &grading, corpus::corpus)?;
-    let holdout = run_seeds(&args.holdout, args.per_family, &grading, corpus::corpus)?;
+    let tune = run_seeds(&args.tune, args, &grading, corpus::corpus)?;
+    let holdout = run_seeds(&args.holdout, args, &grading, corpus::corpus)?;
     let rows: usize = tune
         .iter()
         .chain(&holdout)
@@ -293,7 +309,7 @@ fn run(args: &Args) -> Result<(), String> {
     write(args, "streams", &lines, &render(&lines, &holdout))?;
     // The sets never tuned on, at the same thresholds.
     for (_, name, make) in SETS.iter().filter(|s| args.sets.contains(&s.0)) {
-        let runs = run_seeds(&args.holdout, args.per_family, &grading, *make)?;
+        let runs = run_seeds(&args.holdout, args, &grading, *make)?;
         let lines = compare(&tuned, &runs);
         write(args, name, &lines, &render(&lines, &runs))?;
     }

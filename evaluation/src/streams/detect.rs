@@ -1,11 +1,15 @@
 //! The detectors compared on the stream corpus, all on the same forest (50
-//! trees, 256 points, shingle 4, one seed):
+//! trees, 256 points, shingle 4 for one metric, one seed):
 //!
 //! - `raw_minmax`: the raw forest score, min-max scaled per stream with
 //!   hindsight (the stream's own minimum and maximum after probation);
 //! - `quantile_grade`: the earlier per-stream quantile calibration
 //!   (`models::calibration::Thresholder`, its defaults) on the raw scores;
 //! - `grade`: the thresholded grader (`models::rcf::ThresholdedForest`).
+//!
+//! Rows of several metrics (a stream with its companions, see
+//! [`super::companions`]) go to forests of single rows instead, as
+//! `forewarn score` feeds several metrics.
 //!
 //! Part of the stream benchmark (`streams/`). The grader's forest sees
 //! normalised inputs (each value and, by default, its change), so its
@@ -21,11 +25,14 @@ const SEED: u64 = 17;
 /// Points a tree keeps; scores count once the samplers are full.
 const SAMPLE: usize = 256;
 
-fn forest(dims: usize) -> Result<Forest, RcfError> {
+/// A forest over rows of `metrics` values fed as `dims` inputs: shingles
+/// of 4 rows for one metric, single rows for several (`forewarn score`'s
+/// rule).
+fn forest(metrics: usize, dims: usize) -> Result<Forest, RcfError> {
     Forest::builder()
         .trees(50)
         .sample_size(SAMPLE)
-        .shingle_size(4)
+        .shingle_size(if metrics == 1 { 4 } else { 1 })
         .input_dimensions(dims)
         .threads(1)
         .seed(SEED)
@@ -55,20 +62,34 @@ impl Outputs {
     }
 }
 
-/// Runs every detector over `values`; `probation` rows are left out of
-/// the min-max scaling.
+/// Runs every detector over `values`, one metric; `probation` rows are
+/// left out of the min-max scaling.
 pub fn run(values: &[f64], probation: usize, grading: &GraderConfig) -> Result<Outputs, RcfError> {
-    let mut raw_forest = forest(1)?;
+    run_rows(values, 1, probation, grading)
+}
+
+/// Runs every detector over rows of `metrics` values (`values` row after
+/// row); `probation` rows are left out of the min-max scaling.
+pub fn run_rows(
+    values: &[f64],
+    metrics: usize,
+    probation: usize,
+    grading: &GraderConfig,
+) -> Result<Outputs, RcfError> {
+    let metrics = metrics.max(1);
+    let mut raw_forest = forest(metrics, metrics)?;
     let mut quantile = Thresholder::new(ThresholderConfig::default())?;
-    let mut graded =
-        ThresholdedForest::new(forest(grading.forest_dimensions(1))?, grading.clone())?;
-    let n = values.len();
+    let mut graded = ThresholdedForest::new(
+        forest(metrics, grading.forest_dimensions(metrics))?,
+        grading.clone(),
+    )?;
+    let n = values.len() / metrics;
     let mut raw = Vec::with_capacity(n);
     let mut quantile_grade = Vec::with_capacity(n);
     let mut grade = Vec::with_capacity(n);
     let mut normalised_scores = Vec::with_capacity(n);
-    for &v in values {
-        let s = raw_forest.score_and_update(&[v])?;
+    for row in values.chunks_exact(metrics) {
+        let s = raw_forest.score_and_update(row)?;
         let mature = raw_forest.points_seen() > SAMPLE as u64 && s > 0.0;
         raw.push(if mature { s } else { 0.0 });
         quantile_grade.push(if mature {
@@ -76,7 +97,7 @@ pub fn run(values: &[f64], probation: usize, grading: &GraderConfig) -> Result<O
         } else {
             0.0
         });
-        let verdict = graded.process(&[v])?;
+        let verdict = graded.process(row)?;
         grade.push(verdict.grade);
         let mature = graded.forest().points_seen() > SAMPLE as u64;
         normalised_scores.push(if mature { verdict.score } else { 0.0 });

@@ -8,6 +8,7 @@
 //! `cargo run -p evaluation --bin streams -- --out DIR` runs it (see the
 //! binary for its flags); docs/performance.md has the numbers.
 
+pub mod companions;
 pub mod corpus;
 pub mod detect;
 pub mod fifth;
