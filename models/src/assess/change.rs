@@ -52,6 +52,9 @@
 //! Three guards keep a precursor from hiding in its own baseline:
 //! - the counters' test compares with the baseline as of 2–4 h ago (two
 //!   snapshots, 2 h apart), so a precursor's first rise is not yet usual;
+//!   its dispersion too (a quiet GPU's first bucket of a jump is a squared
+//!   deviation in the hundreds, and learned at once it divided the next
+//!   buckets' evidence tenfold);
 //! - the dispersion D is the ratio of squared deviations to expected
 //!   counts with a prior of D = 1 worth a few expected counts: at rates of
 //!   one error a day, a single error is a Pearson residual in the
@@ -141,6 +144,13 @@ struct Stat {
     lagged: [(f64, f64); 2],
     #[serde(default)]
     lagged_at_ms: i64,
+    /// Counters: the dispersion as of the same two snapshots (0: none
+    /// taken yet, the current one stands in). The test divides by the
+    /// older, like the rate: a precursor's first bucket of errors on a
+    /// quiet GPU is a huge squared deviation, and learned at once it
+    /// divided the next buckets' evidence by tens.
+    #[serde(default)]
+    lagged_disp: [f64; 2],
     /// Counters of a GPU that joined a running fleet (a replacement):
     /// judged from its first bucket against its SKU's background, with no
     /// warm-up of its own (see [`ChangeDetector::assess`]).

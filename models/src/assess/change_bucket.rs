@@ -93,12 +93,16 @@ pub(super) fn close_bucket(
         // judged against it taught the dispersion D ≈ 10 for days — a
         // 50/h NVLink step then went unflagged for 2.4 h.
         let floor = |r: f64| r.max(sig.prior_rate_h() / 20.0);
+        let taken_ms = st.lagged_at_ms;
         snapshot(
             &mut st.lagged,
             &mut st.lagged_at_ms,
             now_ms,
             (st.base_a, st.base_h),
         );
+        if st.lagged_at_ms != taken_ms {
+            st.lagged_disp = [st.lagged_disp[1], st.disp];
+        }
         let (own_a, own_h) = st.lagged[0];
         // The counts a baseline was learned from, its SKU's prior among
         // them (positive: the rate has a floor), and its rate: the GPU's
@@ -132,7 +136,14 @@ pub(super) fn close_bucket(
                 (c, (l * st.hours).max(1e-9), k.dispersion)
             }
             _ if st.newcomer && own_h < NEWCOMER_TRUST_H => (own_counts, expected, 1.0),
-            _ => (own_counts, expected, st.disp.max(1.0)),
+            // The dispersion as of the baseline's snapshot, like the rate.
+            _ => {
+                let d = match st.lagged_disp[0] {
+                    d if d > 0.0 => d,
+                    _ => st.disp,
+                };
+                (own_counts, expected, d.max(1.0))
+            }
         };
         // The bucket's log-likelihood ratio of a rate `rho` times `mean`.
         let llr_at = |rho: f64, mean: f64| (st.sum * rho.ln() - (rho - 1.0) * mean) / dispersion;
@@ -313,10 +324,14 @@ pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) 
             "above what nine in ten GPUs of its SKU show (its own usual rate is still being learnt)"
                 .to_string()
         } else {
-            format!(
-                "against this GPU's usual {:.2}/h",
-                st.base_a / st.base_h.max(1e-9)
-            )
+            // The rate the test compares with: the baseline as of its
+            // older snapshot (the current one has taken in the change's
+            // own counts, slowly: a jump from 0.02/h read "usual 2.73/h").
+            let (a, h) = match st.lagged[0] {
+                (a, h) if h > 0.0 => (a, h),
+                _ => (st.base_a, st.base_h),
+            };
+            format!("against this GPU's usual {:.2}/h", a / h.max(1e-9))
         };
         format!(
             "{} {:.0} in the last {hours:.1} h {against} (change test {:.1}, warns at {warn:.1})",
