@@ -180,9 +180,9 @@ pub(super) fn close_bucket(
             // floored at 0; the statistic is the largest less ln 3 (three
             // tests at once, each at a third of the false-alarm rate).
             for (p, l) in st.pair.iter_mut().zip(llrs) {
-                cusum(p, l, cfg.clip);
+                cusum(p, l, cfg.clip_of(sig));
             }
-            cusum(&mut st.steep, steep, cfg.clip);
+            cusum(&mut st.steep, steep, cfg.clip_of(sig));
         }
         let best = (st.pair[0].max(st.pair[1]).max(st.steep) - 3f64.ln()).max(0.0);
         best - st.s
@@ -249,8 +249,8 @@ pub(super) fn close_bucket(
             let k = SPREAD_RATIO;
             let spread = (-(k.ln()) + (1.0 - 1.0 / (k * k)) * up * up / 2.0) * discount;
             if st.base_h >= sig.warm_up_h(cfg) {
-                cusum(&mut st.pair[0], shift, cfg.clip);
-                cusum(&mut st.pair[1], spread, cfg.clip);
+                cusum(&mut st.pair[0], shift, cfg.clip_of(sig));
+                cusum(&mut st.pair[1], spread, cfg.clip_of(sig));
             } else {
                 st.pair = [0.0; 2];
             }
@@ -296,7 +296,7 @@ pub(super) fn close_bucket(
             b.1 *= f;
         }
     }
-    let llr = llr.min(cfg.clip);
+    let llr = llr.min(cfg.clip_of(sig));
     if st.base_h < sig.warm_up_h(cfg) && !newcomer {
         // Still learning what is usual: no evidence accumulates yet.
         st.s = 0.0;

@@ -35,8 +35,17 @@ pub struct ChangeConfig {
     pub steep_margin_sd: f64,
     /// The gauge's alternative shift, in its own standard deviations.
     pub shift_sd: f64,
-    /// Largest log-likelihood ratio one bucket adds.
+    /// Largest log-likelihood ratio one bucket adds to a counter's test:
+    /// 6, so that no single bucket decides (three must, with the threshold
+    /// near 12) while a jump's first buckets count for what they show. 4
+    /// held a quiet GPU's jump to four buckets; with the dispersion lagged
+    /// (a burst no longer inflates it at once), 6 warned earlier on most
+    /// precursors and an hour ahead on more (docs/detection-quality.md).
     pub clip: f64,
+    /// The same for the temperature's tests: 4. A job's hot phase is ten
+    /// minutes of +6 °C, two buckets; at 6 each they warned.
+    #[serde(default = "default_gauge_clip")]
+    pub gauge_clip: f64,
     /// Baseline half-life, hours of the GPU's own data.
     pub half_life_h: f64,
     /// Hours of a GPU's own data before its tests count.
@@ -50,6 +59,10 @@ pub struct ChangeConfig {
     /// spread was 0.2 °C.
     #[serde(default = "default_min_sd")]
     pub min_sd: f64,
+}
+
+fn default_gauge_clip() -> f64 {
+    4.0
 }
 
 fn default_min_sd() -> f64 {
@@ -77,7 +90,8 @@ impl Default for ChangeConfig {
             steep_ratio: default_steep_ratio(),
             steep_margin_sd: default_steep_margin_sd(),
             shift_sd: 2.0,
-            clip: 4.0,
+            clip: 6.0,
+            gauge_clip: default_gauge_clip(),
             half_life_h: 72.0,
             warm_up_h: 4.0,
             min_sd: default_min_sd(),
@@ -91,6 +105,15 @@ impl ChangeConfig {
     pub fn threshold(&self, budget: f64) -> f64 {
         let per_signal = budget.max(1e-6) / Signal::ALL.len() as f64;
         (BUCKETS_PER_DAY * 1000.0 / per_signal).ln()
+    }
+
+    /// The largest log-likelihood ratio one bucket adds to `sig`'s test.
+    pub fn clip_of(&self, sig: Signal) -> f64 {
+        if sig.counts() {
+            self.clip
+        } else {
+            self.gauge_clip
+        }
     }
 
     /// A baseline's decay over `h` hours: its half-life, ten times that

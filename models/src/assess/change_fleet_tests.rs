@@ -359,7 +359,8 @@ fn a_quiet_gpus_jump_is_not_hidden_by_the_dispersion_its_first_bucket_teaches() 
     // rate of almost nothing; learned at once as its dispersion, it cut
     // the next buckets' evidence tenfold and the warning came 50 min in.
     // Read as of the baseline's snapshot, like the rate, the dispersion
-    // leaves the jump its evidence: flagged within four buckets.
+    // leaves the jump its evidence: flagged within three buckets (each
+    // adding at most the counters' clip of 6; at 4 it took four).
     let mut gpus: Vec<(String, f64)> = (0..20).map(|k| (format!("GPU-{k}"), 0.5)).collect();
     gpus.push(("GPU-q".into(), 0.02));
     let mut d = ChangeDetector::new(ChangeConfig::default());
@@ -394,6 +395,6 @@ fn a_quiet_gpus_jump_is_not_hidden_by_the_dispersion_its_first_bucket_teaches() 
         }
     }
     let at = q_at.expect("the jump is flagged");
-    assert!((30.0..30.34).contains(&at), "flagged at {at:.2} h");
+    assert!((30.0..30.26).contains(&at), "flagged at {at:.2} h");
     assert!(healthy.is_empty(), "healthy GPUs warned: {healthy:?}");
 }
