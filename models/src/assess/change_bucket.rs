@@ -331,7 +331,10 @@ pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) 
                 (a, h) if h > 0.0 => (a, h),
                 _ => (st.base_a, st.base_h),
             };
-            format!("against this GPU's usual {:.2}/h", a / h.max(1e-9))
+            let rate = a / h.max(1e-9);
+            // (Two significant digits: a quiet GPU's 0.004/h is not 0.00.)
+            let digits = if rate > 0.0 && rate < 0.1 { 3 } else { 2 };
+            format!("against this GPU's usual {rate:.digits$}/h")
         };
         format!(
             "{} {:.0} in the last {hours:.1} h {against} (change test {:.1}, warns at {warn:.1})",
