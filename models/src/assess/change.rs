@@ -99,92 +99,6 @@ const BUCKETS_PER_DAY: f64 = 86_400_000.0 / BUCKET_MS as f64;
 /// GPU-hours a SKU's background rate remembers.
 const BACKGROUND_CAP_H: f64 = 10_000.0;
 
-/// One signal of one GPU.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Stat {
-    bucket: i64,
-    /// The open bucket: sum of values, rows, hours covered.
-    sum: f64,
-    n: u32,
-    hours: f64,
-    /// Baseline: decayed sums (counts and hours; or mean and variance of
-    /// bucket means).
-    base_a: f64,
-    base_b: f64,
-    base_h: f64,
-    /// The CUSUM statistic and when it last rose from 0.
-    s: f64,
-    since_ms: i64,
-    /// Counts (or buckets) since it rose, for the reason.
-    excess: f64,
-    /// Gauges: the previous bucket's standardised value and the lag-1
-    /// autocorrelation of the standardised values.
-    prev_u: f64,
-    lag1: f64,
-    /// Gauges: the recent mean and mean square of the standardised
-    /// values (with `lag1`, the autocorrelation around the recent level).
-    #[serde(default)]
-    u1: f64,
-    #[serde(default)]
-    u2: f64,
-    /// Counters: buckets learned from and their dispersion (var / mean).
-    nb: u32,
-    disp: f64,
-    /// Counters: decayed sums of squared deviations and of expected
-    /// counts, whose ratio (with a prior) is the dispersion.
-    #[serde(default)]
-    dev2: f64,
-    #[serde(default)]
-    expected: f64,
-    /// Counters: the baseline's (counts, hours) as of the last two
-    /// snapshots, two hours apart ([`bucket::snapshot`]), and when the newer was taken: the
-    /// test compares with the older, so the last 2–4 h (a precursor's
-    /// first rise) are not yet part of what it calls usual.
-    #[serde(default)]
-    lagged: [(f64, f64); 2],
-    #[serde(default)]
-    lagged_at_ms: i64,
-    /// Counters: the dispersion as of the same two snapshots (0: none
-    /// taken yet, the current one stands in). The test divides by the
-    /// older, like the rate: a precursor's first bucket of errors on a
-    /// quiet GPU is a huge squared deviation, and learned at once it
-    /// divided the next buckets' evidence by tens.
-    #[serde(default)]
-    lagged_disp: [f64; 2],
-    /// Counters of a GPU that joined a running fleet (a replacement):
-    /// judged from its first bucket against its SKU's background, with no
-    /// warm-up of its own (see [`ChangeDetector::assess`]).
-    #[serde(default)]
-    newcomer: bool,
-    /// The temperature: the open bucket's workload phase ([`MIXED`] when
-    /// it changed within), and per phase the mean, variance and hours of
-    /// the bucket means.
-    phase: u8,
-    phases: [(f64, f64, f64); 4],
-    /// The thermal peer signal: the open bucket's group, and the bucket
-    /// waiting for its group's median (bucket, mean, group, phase).
-    #[serde(default)]
-    group: Option<u64>,
-    #[serde(default)]
-    peer_prev: Option<(i64, f64, u64, u8)>,
-    /// Gauges: the sum of the judged buckets' departures from their
-    /// phase's usual level since the statistic last rose (with `excess`,
-    /// the buckets, their mean departure: the reason's number).
-    #[serde(default)]
-    dev_sum: f64,
-    /// Counters: the slow and the fast alternative's CUSUM statistics
-    /// (`s` is the largest of these and `steep` less ln 3).
-    #[serde(default)]
-    pair: [f64; 2],
-    /// Counters: the steep alternative's CUSUM statistic.
-    #[serde(default)]
-    steep: f64,
-    /// The temperature: the GPU's own model of its load and air, whose
-    /// residual the test judges ([`fit`]).
-    #[serde(default)]
-    fit: Option<Box<fit::ThermalFit>>,
-}
-
 /// Where `Thermal` is in [`Signal::ALL`].
 const THERMAL: usize = 3;
 
@@ -491,6 +405,9 @@ mod config;
 pub use config::ChangeConfig;
 #[path = "change_bucket.rs"]
 mod bucket;
+#[path = "change_stat.rs"]
+mod stat;
+use stat::Stat;
 #[path = "change_signal.rs"]
 mod signal;
 pub use signal::Signal;
