@@ -40,6 +40,25 @@ pub struct Stream {
     pub events: Vec<usize>,
 }
 
+impl Stream {
+    /// Stream `index` of `family` drawn from `seed`, named
+    /// `family/seed/index`.
+    pub fn new(
+        family: &'static str,
+        seed: u64,
+        index: usize,
+        values: Vec<f64>,
+        events: Vec<usize>,
+    ) -> Stream {
+        Stream {
+            name: format!("{family}/{seed}/{index}"),
+            family,
+            values,
+            events,
+        }
+    }
+}
+
 /// The synthetic families, in report order.
 pub const SYNTHETIC: [&str; 7] = [
     "spike",
@@ -264,12 +283,7 @@ fn synthetic(family: &'static str, seed: u64, index: usize) -> Stream {
         }
         values.push(v);
     }
-    Stream {
-        name: format!("{family}/{seed}/{index}"),
-        family,
-        values,
-        events,
-    }
+    Stream::new(family, seed, index, values, events)
 }
 
 /// GPU metric streams from the fleet simulator: one failing GPU per kind

@@ -115,12 +115,7 @@ fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
         }
         _ => {}
     }
-    Stream {
-        name: format!("{family}/{seed}/{index}"),
-        family,
-        values,
-        events: vec![event],
-    }
+    Stream::new(family, seed, index, values, vec![event])
 }
 
 #[cfg(test)]

@@ -160,12 +160,7 @@ fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
         }
         _ => {}
     }
-    Stream {
-        name: format!("{family}/{seed}/{index}"),
-        family,
-        values,
-        events,
-    }
+    Stream::new(family, seed, index, values, events)
 }
 
 /// The first row of the day holding row `t`.

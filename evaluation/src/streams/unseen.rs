@@ -188,12 +188,7 @@ fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
         "on_off" => odd_row.into_iter().collect(),
         _ => vec![at],
     };
-    Stream {
-        name: format!("{family}/{seed}/{index}"),
-        family,
-        values,
-        events,
-    }
+    Stream::new(family, seed, index, values, events)
 }
 
 #[cfg(test)]
