@@ -338,28 +338,24 @@ impl Ceiling {
     fn of(failures: &[serde_json::Value]) -> Ceiling {
         let cfg = ChangeConfig::default();
         let threshold = cfg.threshold(cfg.warn_budget);
-        let counters: Vec<_> = failures.iter().filter(|f| f["evidence"].is_f64()).collect();
-        let ahead = |f: &serde_json::Value, who: &str| f[who].as_f64().is_some_and(|h| h >= 1.0);
-        let visible: Vec<_> = counters
+        // Counter precursors (those with evidence), split at the threshold.
+        let (visible, unseen): (Vec<_>, Vec<_>) = failures
             .iter()
-            .filter(|f| f["evidence"].as_f64().is_some_and(|e| e >= threshold))
-            .collect();
-        let has_forewarn = failures.iter().any(|f| f["forewarn_lead_h"].is_f64());
-        let fw = |set: &mut dyn Iterator<Item = &&serde_json::Value>| {
-            has_forewarn.then(|| set.filter(|f| ahead(f, "forewarn_lead_h")).count())
+            .filter_map(|f| Some((f, f["evidence"].as_f64()?)))
+            .partition(|(_, e)| *e >= threshold);
+        let ahead = |set: &[(&serde_json::Value, f64)], who: &str| {
+            set.iter()
+                .filter(|(f, _)| f[who].as_f64().is_some_and(|h| h >= 1.0))
+                .count()
         };
+        let has_forewarn = failures.iter().any(|f| f["forewarn_lead_h"].is_f64());
         Ceiling {
             threshold,
-            counter_precursors: counters.len(),
+            counter_precursors: visible.len() + unseen.len(),
             visible: visible.len(),
-            reference_1h: visible
-                .iter()
-                .filter(|f| ahead(f, "reference_lead_h"))
-                .count(),
-            forewarn_1h: fw(&mut visible.iter().copied()),
-            forewarn_1h_unseen: fw(&mut counters
-                .iter()
-                .filter(|f| f["evidence"].as_f64().is_some_and(|e| e < threshold))),
+            reference_1h: ahead(&visible, "reference_lead_h"),
+            forewarn_1h: has_forewarn.then(|| ahead(&visible, "forewarn_lead_h")),
+            forewarn_1h_unseen: has_forewarn.then(|| ahead(&unseen, "forewarn_lead_h")),
         }
     }
 }
