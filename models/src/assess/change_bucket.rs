@@ -15,12 +15,20 @@ const GUARD_MS: i64 = 2 * 3_600_000;
 
 /// Takes a snapshot of `current` into `lagged` when the newer one is
 /// [`GUARD_MS`] old (`at_ms`: when it was taken); `lagged[0]` is the one
-/// to compare with.
-pub(super) fn snapshot<T: Copy>(lagged: &mut [T; 2], at_ms: &mut i64, now_ms: i64, current: T) {
-    if now_ms - *at_ms >= GUARD_MS {
+/// to compare with. Says whether it took one (state lagged beside it
+/// moves on with it).
+pub(super) fn snapshot<T: Copy>(
+    lagged: &mut [T; 2],
+    at_ms: &mut i64,
+    now_ms: i64,
+    current: T,
+) -> bool {
+    let due = now_ms - *at_ms >= GUARD_MS;
+    if due {
         *lagged = [lagged[1], current];
         *at_ms = now_ms;
     }
+    due
 }
 
 /// The `Thermal` spread test's alternative: the residual's spread above
@@ -93,14 +101,8 @@ pub(super) fn close_bucket(
         // judged against it taught the dispersion D ≈ 10 for days — a
         // 50/h NVLink step then went unflagged for 2.4 h.
         let floor = |r: f64| r.max(sig.prior_rate_h() / 20.0);
-        let taken_ms = st.lagged_at_ms;
-        snapshot(
-            &mut st.lagged,
-            &mut st.lagged_at_ms,
-            now_ms,
-            (st.base_a, st.base_h),
-        );
-        if st.lagged_at_ms != taken_ms {
+        let rate = (st.base_a, st.base_h);
+        if snapshot(&mut st.lagged, &mut st.lagged_at_ms, now_ms, rate) {
             st.lagged_disp = [st.lagged_disp[1], st.disp];
         }
         let (own_a, own_h) = st.lagged[0];
