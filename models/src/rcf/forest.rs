@@ -37,7 +37,7 @@ pub(super) struct Group {
 
 /// What to do with one point.
 #[derive(Debug, Clone, Copy)]
-struct Step {
+pub(super) struct Step {
     /// Time index offered to the samplers.
     t: u64,
     /// Offer the point to the samplers.
@@ -46,12 +46,23 @@ struct Step {
     score: bool,
 }
 
+impl Step {
+    /// Whether the trees have anything to do with the point.
+    #[inline(always)]
+    pub(super) fn acts(self) -> bool {
+        self.insert || self.score
+    }
+}
+
 impl Group {
     /// Scores `p` in each tree and offers it to the trees' samplers. Each
     /// scored tree reports through `sink`, in tree order, its score and (with
     /// `want_attr`) its `2 * dims` attribution terms, so that callers sum them
-    /// in one fixed order however the trees are grouped.
-    fn process(
+    /// in one fixed order however the trees are grouped. Inlined into each
+    /// instruction-set variant of the learning loop (`Group::learn`,
+    /// `score/isa.rs`).
+    #[inline(always)]
+    pub(super) fn process(
         &mut self,
         p: &[f32],
         step: Step,
@@ -84,7 +95,7 @@ impl Group {
                 continue;
             }
             s.lanes
-                .descend(trees, p, |k| step.score || accs[k].is_some());
+                .descend_inline(trees, p, |k| step.score || accs[k].is_some());
             for (k, tree) in trees.iter_mut().enumerate() {
                 let path = s.lanes.path(k);
                 let a = want_attr.then(|| {
@@ -347,7 +358,7 @@ impl Forest {
                 }
             };
             for g in &mut self.groups {
-                g.process(&point, step, &mut s, want_attr, &mut sink);
+                g.learn(&point, &[step], &mut s, want_attr, &mut sink);
             }
         }
         if step.insert {

@@ -102,20 +102,10 @@ impl Forest {
                 scores: Vec::with_capacity(scored * g.trees.len()),
                 terms: Vec::with_capacity(scored * g.trees.len() * width),
             };
-            for (i, step) in steps.iter().enumerate() {
-                if step.insert || step.score {
-                    g.process(
-                        &points[i * dims..(i + 1) * dims],
-                        *step,
-                        &mut s,
-                        want_attr,
-                        &mut |x, terms| {
-                            out.scores.push(x);
-                            out.terms.extend_from_slice(terms);
-                        },
-                    );
-                }
-            }
+            g.learn(&points, &steps, &mut s, want_attr, &mut |x, terms| {
+                out.scores.push(x);
+                out.terms.extend_from_slice(terms);
+            });
             out
         };
         let per_group: Vec<GroupOut> = if self.groups.len() > 1 {

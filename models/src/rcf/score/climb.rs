@@ -138,7 +138,9 @@ impl Tree {
     /// Scores `p` against this tree (normalised) and, given `rng`, plans its
     /// insertion, climbing back along `path` (`None` for an empty tree).
     /// `attr`, if given, receives `2 * dims` attribution terms (high then
-    /// low) that are *added* to, already normalised.
+    /// low) that are *added* to, already normalised. Inlined into the
+    /// learning loop's instruction-set variants (`isa.rs`).
+    #[inline(always)]
     pub(in crate::rcf) fn climb(
         &self,
         store: &PointStore,

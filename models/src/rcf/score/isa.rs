@@ -1,31 +1,35 @@
-//! The forest's scoring loop (`Group::score_only`: every tree's score of a
-//! point, without learning) and its instruction-set variants: the same code
-//! compiled twice, for the x86-64 baseline every build targets and for
-//! x86-64-v3 (AVX2, BMI2, FMA: every x86 server CPU since about 2015), and
-//! chosen at run time by what the CPU has.
+//! The forest's loops and their instruction-set variants: scoring
+//! (`Group::score_only`: every tree's score of a point, without learning)
+//! and learning (`Group::learn`: each point scored, attributed and offered
+//! to the trees, in order). The same code compiled twice, for the x86-64
+//! baseline every build targets and for x86-64-v3 (AVX2, BMI2, FMA: every
+//! x86 server CPU since about 2015), and chosen at run time by what the
+//! CPU has.
 //!
 //! Part of the forest in `rcf/`: `Forest::score` and `Forest::attribution`
-//! call `Group::score_only_best`. The v3 variant runs the same operations
-//! in the same order, so scores are bit-identical (the test below checks);
+//! call `Group::score_only_best`, the batches and `score_and_update`
+//! `Group::learn`. The v3 variants run the same operations in the same
+//! order, so results are bit-identical (the tests below check);
 //! it is faster because three-operand vector and shift instructions save
 //! the register copies the baseline needs. Scores of 8-dim points (the
 //! acceptance parameters; no attribution) go one step further in the v3
 //! variant: `avx8.rs` climbs with the point in one 256-bit register, the
 //! same arithmetic in the same order.
-//! This module holds the workspace's only `unsafe`: the call of the v3
-//! variant, right after checking that the CPU has its features. Both the
-//! check and the functions' `#[target_feature]` come from one list, the
-//! `x86_64_v3!` macro.
+//! This module holds the workspace's only `unsafe`: the calls of the v3
+//! variants, each right after checking that the CPU has its features.
+//! Both the check and the functions' `#[target_feature]` come from one
+//! list, the `x86_64_v3!` macro.
 //!
 //! A variant covers only what is inlined into it, so `Group::score_only`
 //! and everything under it are `#[inline(always)]`, except the lockstep
 //! descent: inlined, it lost registers to the climbs, so it gets its own v3
 //! function, handed down as a closure (a closure inherits its function's
 //! features, so it may call another v3 function without `unsafe`).
-//! Learning (`score_and_update`) stays baseline: its time is spread over
-//! insertion, deletion and box upkeep, and it meets its target without.
+//! Learning (`score_and_update`, the batches of `forewarn score`) inlines
+//! its descent and climb (where its time goes) into its variants; the
+//! insertion, deletion and box upkeep they call stay baseline functions.
 
-use crate::rcf::forest::Group;
+use crate::rcf::forest::{Group, Step};
 use crate::rcf::geo::{Dyn, Geo, Packed};
 use crate::rcf::kernel::Scan;
 use crate::rcf::point_store::PointStore;
@@ -204,8 +208,72 @@ impl Group {
     }
 }
 
+impl Group {
+    /// Runs each point of `steps` (`points`, one after another) through
+    /// `process` in order, in the best variant this CPU runs: the learning
+    /// loop of the batch path (`forewarn score`) and of `score_and_update`.
+    pub(in crate::rcf) fn learn(
+        &mut self,
+        points: &[f32],
+        steps: &[Step],
+        s: &mut Scratch,
+        want_attr: bool,
+        sink: &mut impl FnMut(f64, &[f64]),
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if use_v3() {
+            #[allow(unsafe_code)]
+            // SAFETY: `learn_v3` needs the features `has_v3` has just found
+            // on this CPU; it is otherwise an ordinary safe function.
+            unsafe {
+                self.learn_v3(points, steps, s, want_attr, sink)
+            };
+            return;
+        }
+        self.learn_baseline(points, steps, s, want_attr, sink);
+    }
+
+    /// `learn` compiled for the x86-64 baseline.
+    #[inline(never)]
+    fn learn_baseline(
+        &mut self,
+        points: &[f32],
+        steps: &[Step],
+        s: &mut Scratch,
+        want_attr: bool,
+        sink: &mut impl FnMut(f64, &[f64]),
+    ) {
+        self.learn_inline(points, steps, s, want_attr, sink);
+    }
+
+    #[inline(always)]
+    fn learn_inline(
+        &mut self,
+        points: &[f32],
+        steps: &[Step],
+        s: &mut Scratch,
+        want_attr: bool,
+        sink: &mut impl FnMut(f64, &[f64]),
+    ) {
+        let dims = points.len() / steps.len().max(1);
+        for (p, step) in points.chunks_exact(dims.max(1)).zip(steps) {
+            if step.acts() {
+                self.process(p, *step, s, want_attr, sink);
+            }
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 impl Group {
+    x86_64_v3! {
+        /// `learn` compiled for x86-64-v3.
+        #[inline(never)]
+        fn learn_v3(&mut self, points: &[f32], steps: &[Step], s: &mut Scratch, want_attr: bool, sink: &mut impl FnMut(f64, &[f64])) {
+            self.learn_inline(points, steps, s, want_attr, sink);
+        }
+    }
+
     x86_64_v3! {
         /// `score_only` compiled for x86-64-v3.
         #[inline(never)]
@@ -326,6 +394,63 @@ mod tests {
                 let baseline = bits(&f, &p);
                 FORCE_BASELINE.set(false);
                 assert_eq!(best, baseline, "{metrics} x {shingle} dims, probe {probe}");
+            }
+        }
+    }
+
+    /// Learning (`Group::learn`) in the variant this CPU picks and in the
+    /// baseline: the same attributions and the same forest after, row by
+    /// row and in batches, at packed widths (6: `forewarn score`'s three
+    /// metrics with their changes; 8) and the general one (5). One thread:
+    /// the baseline switch is per thread.
+    #[test]
+    fn learning_gives_the_same_bits_in_every_variant() {
+        for (metrics, shingle) in [(6, 1), (2, 4), (5, 1)] {
+            let build = || {
+                Forest::builder()
+                    .trees(12)
+                    .sample_size(64)
+                    .input_dimensions(metrics)
+                    .shingle_size(shingle)
+                    .seed(5)
+                    .build()
+                    .expect("valid config")
+            };
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(6);
+            let rows: Vec<Vec<f64>> = (0..1_500)
+                .map(|t| {
+                    let spread = if t % 101 == 50 { 40.0 } else { 4.0 };
+                    (0..metrics)
+                        .map(|_| spread * (rng.next_f64() - 0.5))
+                        .collect()
+                })
+                .collect();
+            let bits = |f: &mut Forest, batch: bool| -> Vec<u64> {
+                let attrs = if batch {
+                    let mut out = Vec::new();
+                    for chunk in rows.chunks(256) {
+                        let a = f.attribute_and_update_batch(chunk).expect("dims match");
+                        out.extend(a.into_iter().map(|(a, _)| a));
+                    }
+                    out
+                } else {
+                    rows.iter()
+                        .map(|r| f.attribute_and_update(r).expect("dims match"))
+                        .collect()
+                };
+                let mut bits: Vec<u64> = attrs
+                    .iter()
+                    .flat_map(|a| a.high.iter().chain(&a.low).map(|x| x.to_bits()))
+                    .collect();
+                bits.push(f.score(&rows[0]).expect("dims match").to_bits());
+                bits
+            };
+            for batch in [false, true] {
+                let best = bits(&mut build(), batch);
+                FORCE_BASELINE.set(true);
+                let baseline = bits(&mut build(), batch);
+                FORCE_BASELINE.set(false);
+                assert_eq!(best, baseline, "{metrics} x {shingle}, batch {batch}");
             }
         }
     }
