@@ -82,6 +82,7 @@ pub(super) fn close_bucket(
     now_ms: i64,
 ) {
     let quarter = cfg.quiet_below();
+    let clip = cfg.clip_of(sig);
     // A counter still in its own warm-up, once its SKU's rates are known,
     // is judged as a newcomer is, but against its SKU's upper decile (a
     // precursor already under way when its history began is otherwise
@@ -182,9 +183,9 @@ pub(super) fn close_bucket(
             // floored at 0; the statistic is the largest less ln 3 (three
             // tests at once, each at a third of the false-alarm rate).
             for (p, l) in st.pair.iter_mut().zip(llrs) {
-                cusum(p, l, cfg.clip_of(sig));
+                cusum(p, l, clip);
             }
-            cusum(&mut st.steep, steep, cfg.clip_of(sig));
+            cusum(&mut st.steep, steep, clip);
         }
         let best = (st.pair[0].max(st.pair[1]).max(st.steep) - 3f64.ln()).max(0.0);
         best - st.s
@@ -251,8 +252,8 @@ pub(super) fn close_bucket(
             let k = SPREAD_RATIO;
             let spread = (-(k.ln()) + (1.0 - 1.0 / (k * k)) * up * up / 2.0) * discount;
             if st.base_h >= sig.warm_up_h(cfg) {
-                cusum(&mut st.pair[0], shift, cfg.clip_of(sig));
-                cusum(&mut st.pair[1], spread, cfg.clip_of(sig));
+                cusum(&mut st.pair[0], shift, clip);
+                cusum(&mut st.pair[1], spread, clip);
             } else {
                 st.pair = [0.0; 2];
             }
@@ -298,7 +299,7 @@ pub(super) fn close_bucket(
             b.1 *= f;
         }
     }
-    let llr = llr.min(cfg.clip_of(sig));
+    let llr = llr.min(clip);
     if st.base_h < sig.warm_up_h(cfg) && !newcomer {
         // Still learning what is usual: no evidence accumulates yet.
         st.s = 0.0;

@@ -45,9 +45,10 @@ pub(super) struct Stat {
     #[serde(default)]
     pub(super) expected: f64,
     /// Counters: the baseline's (counts, hours) as of the last two
-    /// snapshots, two hours apart ([`super::bucket::snapshot`]), and when the newer was taken: the
-    /// test compares with the older, so the last 2–4 h (a precursor's
-    /// first rise) are not yet part of what it calls usual.
+    /// snapshots, two hours apart ([`super::bucket::snapshot`]), and when
+    /// the newer was taken: the test compares with the older, so the last
+    /// 2–4 h (a precursor's first rise) are not yet part of what it calls
+    /// usual.
     #[serde(default)]
     pub(super) lagged: [(f64, f64); 2],
     #[serde(default)]
@@ -64,9 +65,9 @@ pub(super) struct Stat {
     /// warm-up of its own (see [`super::ChangeDetector::assess`]).
     #[serde(default)]
     pub(super) newcomer: bool,
-    /// The temperature: the open bucket's workload phase ([`super::MIXED`] when
-    /// it changed within), and per phase the mean, variance and hours of
-    /// the bucket means.
+    /// The temperature: the open bucket's workload phase
+    /// ([`super::MIXED`] when it changed within), and per phase the mean,
+    /// variance and hours of the bucket means.
     pub(super) phase: u8,
     pub(super) phases: [(f64, f64, f64); 4],
     /// The thermal peer signal: the open bucket's group, and the bucket

@@ -19,9 +19,9 @@
 //!   descent, score formula) and `lookup.rs` (its table reads); `climb.rs`
 //!   (the climb that scores and plans insertion) and `geo.rs` (its SIMD
 //!   point and running box); `kernel.rs` (score-only climb and leaf scan);
-//!   `isa.rs` (the scoring and learning loops and their per-instruction-set
-//!   variants, with the one list of target features) and `avx8.rs` (the x86-64-v3 climb at
-//!   8 dimensions).
+//!   `isa.rs` (the scoring and learning loops and their
+//!   per-instruction-set variants, with the one list of target features)
+//!   and `avx8.rs` (the x86-64-v3 climb at 8 dimensions).
 //! - `store/`: `point_store.rs` (shared points) and `sampler.rs`
 //!   (time-decayed reservoir).
 //! - `boxes.rs`: box arithmetic; `attribution.rs`: `DiVector`;

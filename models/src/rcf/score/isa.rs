@@ -230,22 +230,10 @@ impl Group {
             };
             return;
         }
-        self.learn_baseline(points, steps, s, want_attr, sink);
-    }
-
-    /// `learn` compiled for the x86-64 baseline.
-    #[inline(never)]
-    fn learn_baseline(
-        &mut self,
-        points: &[f32],
-        steps: &[Step],
-        s: &mut Scratch,
-        want_attr: bool,
-        sink: &mut impl FnMut(f64, &[f64]),
-    ) {
         self.learn_inline(points, steps, s, want_attr, sink);
     }
 
+    /// `learn`'s body, inlined into each variant (here the baseline).
     #[inline(always)]
     fn learn_inline(
         &mut self,
