@@ -111,7 +111,11 @@ type SkuBackground = [(f64, f64); 3];
 /// Per-GPU change state and the shard's background rates per SKU.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct ChangeDetector {
-    #[serde(default)]
+    /// The settings are the running build's, never a snapshot's: a
+    /// checkpoint written by an older build carried its own (a clip of 4
+    /// where this build has 6, say), and a service restored from it kept
+    /// testing with them until its state was dropped.
+    #[serde(skip)]
     config: ChangeConfig,
     /// Per GPU, one per [`Signal::ALL`] (a snapshot of an older build,
     /// with fewer signals, gains the new ones empty).

@@ -300,6 +300,31 @@ fn it_is_quiet_while_cold_and_survives_a_snapshot() {
 }
 
 #[test]
+fn a_restored_detector_tests_with_this_builds_settings() {
+    // A snapshot of an older build (its `config` written out, a clip of 4)
+    // and one of a detector built with other settings both restore with
+    // the defaults: the settings belong to the running build, the
+    // snapshot holds state.
+    let custom = ChangeConfig {
+        clip: 4.0,
+        warn_budget: 1.0,
+        ..ChangeConfig::default()
+    };
+    let mut d = ChangeDetector::new(custom);
+    let (mut c, mut r) = ([0.0f32; KINDS], Vec::new());
+    d.assess(&row(0, 1.0, 0.0), false, &mut c, &mut r);
+    let mut json = serde_json::to_value(&d).expect("serialize");
+    assert!(json.get("config").is_none(), "settings are not state");
+    let back: ChangeDetector = serde_json::from_value(json.clone()).expect("deserialize");
+    assert_eq!(back.config, ChangeConfig::default());
+    assert_eq!(back.gpus.len(), 1);
+    json["config"] = serde_json::to_value(custom).expect("config");
+    let old: ChangeDetector = serde_json::from_value(json).expect("an older build's snapshot");
+    assert_eq!(old.config, ChangeConfig::default());
+    assert_eq!(old.gpus.len(), 1);
+}
+
+#[test]
 fn a_level_the_baseline_lags_behind_does_not_hide_a_step() {
     // The residual sits at +2 °C for its first 8 h (the expectation still
     // learning), then at 0 with bucket-to-bucket noise: the three-day
