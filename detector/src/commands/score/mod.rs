@@ -164,7 +164,9 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         args,
         input,
         BufWriter::with_capacity(1 << 16, output),
-        &mut io::stderr().lock(),
+        // Locked per report, not for the run: a lock held throughout
+        // would block any other thread's write to stderr until the end.
+        &mut io::stderr(),
         progress.as_ref(),
     )?;
     if let Some(pb) = progress {
