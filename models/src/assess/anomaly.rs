@@ -108,6 +108,8 @@ pub struct AnomalyModel {
 /// A checkpointed model as decoded. Checkpoints written before the
 /// thresholded grader hold a forest that learnt unnormalised rows: that model
 /// restarts cold (same seed) while the rest of the shard's state is kept.
+/// The grader's thresholds are the running build's (`grader_config`), not
+/// the checkpoint's.
 #[derive(Deserialize)]
 struct AnomalyRepr {
     model: ThresholdedRepr,
@@ -122,11 +124,19 @@ impl TryFrom<AnomalyRepr> for AnomalyModel {
     type Error = RcfError;
 
     fn try_from(r: AnomalyRepr) -> Result<Self, RcfError> {
+        let seed = r.model.forest.config().seed;
         if !r.model.is_current() {
-            return AnomalyModel::new(r.model.forest.config().seed);
+            return AnomalyModel::new(seed);
+        }
+        let mut model = ThresholdedForest::try_from(r.model)?;
+        // The thresholds are the running build's, not the checkpoint's;
+        // a forest that learnt other inputs than this build feeds it
+        // restarts cold, as one from before the grader does.
+        if model.regrade(grader_config()).is_err() {
+            return AnomalyModel::new(seed);
         }
         Ok(AnomalyModel {
-            model: ThresholdedForest::try_from(r.model)?,
+            model,
             seen: r.seen,
             episodes: r.episodes,
             repeats: r.repeats,
@@ -331,5 +341,35 @@ mod tests {
             serde_json::to_string(&again).expect("json"),
             serde_json::to_string(&restored).expect("json")
         );
+    }
+
+    /// A checkpoint written with other grader thresholds (an older build's)
+    /// grades by this build's from the restore on, keeping what it
+    /// learnt; one whose forest learnt other inputs restarts cold.
+    #[test]
+    fn a_restored_model_grades_with_this_builds_thresholds() {
+        let mut m = AnomalyModel::new(9).expect("valid");
+        let row = FeatureRow {
+            ts_ms: 0,
+            gpu: "GPU-a".into(),
+            topo: Default::default(),
+            phase: features::Phase::Training,
+            values: [0.0; features::FEATURE_COUNT],
+        };
+        for _ in 0..64 {
+            m.assess(&row).expect("assess");
+        }
+        let mut json = serde_json::to_value(&m).expect("json");
+        let config = &mut json["model"]["grader"]["config"];
+        assert_eq!(config["lower"], serde_json::json!(5.0), "the layout moved");
+        config["lower"] = serde_json::json!(3.0);
+        config["release"] = serde_json::json!(1.5);
+        let restored: AnomalyModel = serde_json::from_value(json.clone()).expect("restores");
+        assert_eq!(*restored.model.grader().config(), grader_config());
+        assert_eq!(restored.seen, 64, "its state is kept");
+        json["model"]["grader"]["config"]["normalize_inputs"] = serde_json::json!(false);
+        let cold: AnomalyModel = serde_json::from_value(json).expect("restores cold");
+        assert_eq!(cold.seen, 0);
+        assert_eq!(*cold.model.grader().config(), grader_config());
     }
 }

@@ -109,6 +109,14 @@ impl Grader {
         &self.config
     }
 
+    /// Grades by `config` from now on, keeping the score statistics and
+    /// the open event.
+    pub fn reconfigure(&mut self, config: GraderConfig) -> Result<(), CalibrationError> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
     pub fn stats(&self) -> &ScoreStats {
         &self.stats
     }

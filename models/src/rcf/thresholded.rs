@@ -174,6 +174,31 @@ impl ThresholdedForest {
         })
     }
 
+    /// Grades by `config` from now on, keeping everything learnt: how a
+    /// restored snapshot takes the running build's thresholds instead of
+    /// those it was written with. The forest's inputs cannot change under
+    /// it: `differences` and `normalize_inputs` must be as before.
+    pub fn regrade(&mut self, config: GraderConfig) -> Result<(), RcfError> {
+        let old = self.grader.config();
+        for (field, was, now) in [
+            ("differences", old.differences, config.differences),
+            (
+                "normalize_inputs",
+                old.normalize_inputs,
+                config.normalize_inputs,
+            ),
+        ] {
+            if was != now {
+                return Err(RcfError::InvalidParameter {
+                    field,
+                    reason: "the forest learnt its inputs the other way",
+                    value: now.to_string(),
+                });
+            }
+        }
+        Ok(self.grader.reconfigure(config)?)
+    }
+
     /// Values per input row.
     pub fn metrics(&self) -> usize {
         metrics_of(self.grader.config(), self.forest.config().input_dimensions)
