@@ -351,3 +351,65 @@ fn recurrences_snapshot_and_older_snapshots_restore_without_them() {
         o.process(&[value(i)]).expect("goes on");
     }
 }
+
+/// `regrade` swaps the grader's thresholds and keeps every learnt part:
+/// a regraded detector and a restored one, both given the new thresholds,
+/// grade the next rows alike; it refuses a change of the forest's inputs.
+#[test]
+fn regrade_takes_new_thresholds_and_refuses_new_inputs() {
+    let config = crate::grading::GraderConfig {
+        warmup: 16,
+        ..Default::default()
+    };
+    let mut t = ThresholdedForest::new(forest(3, 16, 4, 1, 1), config.clone()).expect("valid");
+    for i in 0..80 {
+        t.process(&[f64::from(i % 5), f64::from(i)]).expect("dims");
+    }
+    let stricter = crate::grading::GraderConfig {
+        lower: 4.0,
+        upper: 12.0,
+        release: 3.0,
+        ..config.clone()
+    };
+    let mut back = ThresholdedForest::from_json(&t.to_json().expect("json")).expect("restores");
+    t.regrade(stricter.clone()).expect("thresholds only");
+    back.regrade(stricter.clone()).expect("thresholds only");
+    assert_eq!(*t.grader().config(), stricter);
+    for i in 80..140 {
+        let row = [
+            f64::from(i % 5),
+            if i == 120 { 500.0 } else { f64::from(i) },
+        ];
+        assert_eq!(
+            t.process(&row).expect("dims"),
+            back.process(&row).expect("dims")
+        );
+    }
+    for other in [
+        crate::grading::GraderConfig {
+            differences: false,
+            ..stricter.clone()
+        },
+        crate::grading::GraderConfig {
+            normalize_inputs: false,
+            ..stricter.clone()
+        },
+    ] {
+        let e = t
+            .regrade(other)
+            .expect_err("the forest's inputs would change");
+        assert!(e.to_string().contains("learnt its inputs"), "{e}");
+    }
+    let e = t
+        .regrade(crate::grading::GraderConfig {
+            lower: f64::NAN,
+            ..stricter.clone()
+        })
+        .expect_err("invalid");
+    assert!(e.to_string().contains("lower"), "{e}");
+    assert_eq!(
+        *t.grader().config(),
+        stricter,
+        "a refused config changes nothing"
+    );
+}

@@ -177,7 +177,8 @@ impl ThresholdedForest {
     /// Grades by `config` from now on, keeping everything learnt: how a
     /// restored snapshot takes the running build's thresholds instead of
     /// those it was written with. The forest's inputs cannot change under
-    /// it: `differences` and `normalize_inputs` must be as before.
+    /// it: `differences` and `normalize_inputs` must be as before (and
+    /// remembered events fit the forest, for a memory that starts now).
     pub fn regrade(&mut self, config: GraderConfig) -> Result<(), RcfError> {
         let old = self.grader.config();
         for (field, was, now) in [
@@ -195,6 +196,15 @@ impl ThresholdedForest {
                     value: now.to_string(),
                 });
             }
+        }
+        if config.recurrence > 0.0
+            && !self
+                .recurrences
+                .is_consistent(self.forest.config().dimensions())
+        {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "the remembered events do not match the forest's inputs",
+            });
         }
         Ok(self.grader.reconfigure(config)?)
     }
