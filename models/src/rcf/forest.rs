@@ -349,7 +349,7 @@ impl Forest {
         let mut s = self.scratch.take().unwrap_or_else(|| Scratch::new(dims));
         let mut total = 0.0;
         let mut attr = if step.score { attr } else { None };
-        if step.insert || step.score {
+        if step.acts() {
             let want_attr = attr.is_some();
             let mut sink = |x: f64, terms: &[f64]| {
                 total += x;

@@ -126,13 +126,7 @@ impl TryFrom<ThresholdedRepr> for ThresholdedForest {
                 reason: "the last values do not match the forest's inputs",
             });
         }
-        let shapes_ok = grader.config().recurrence <= 0.0
-            || r.recurrences.is_consistent(r.forest.config().dimensions());
-        if !shapes_ok {
-            return Err(RcfError::CorruptSnapshot {
-                reason: "the remembered events do not match the forest's inputs",
-            });
-        }
+        check_shapes(grader.config(), &r.recurrences, &r.forest)?;
         Ok(Self {
             forest: r.forest,
             normalizer,
@@ -141,6 +135,21 @@ impl TryFrom<ThresholdedRepr> for ThresholdedForest {
             recurrences: r.recurrences,
         })
     }
+}
+
+/// With a memory of recurrences (`config.recurrence` > 0), the remembered
+/// events must fit `forest`'s points (snapshot restore, `regrade`).
+fn check_shapes(
+    config: &GraderConfig,
+    recurrences: &Recurrences,
+    forest: &Forest,
+) -> Result<(), RcfError> {
+    if config.recurrence > 0.0 && !recurrences.is_consistent(forest.config().dimensions()) {
+        return Err(RcfError::CorruptSnapshot {
+            reason: "the remembered events do not match the forest's inputs",
+        });
+    }
+    Ok(())
 }
 
 /// Metrics per row for a forest of `dims` inputs.
@@ -197,15 +206,7 @@ impl ThresholdedForest {
                 });
             }
         }
-        if config.recurrence > 0.0
-            && !self
-                .recurrences
-                .is_consistent(self.forest.config().dimensions())
-        {
-            return Err(RcfError::CorruptSnapshot {
-                reason: "the remembered events do not match the forest's inputs",
-            });
-        }
+        check_shapes(&config, &self.recurrences, &self.forest)?;
         Ok(self.grader.reconfigure(config)?)
     }
 
