@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
-//!     [--fresh] [--third] [--fourth] [--fifth] [--no-differences] [--no-recurrence]
+//!     [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--no-differences] [--no-recurrence]
 //!     [--companions N]
 //! ```
 //!
@@ -20,8 +20,10 @@
 //! into `DIR/streams-fresh.md` and `.json`; `--third` a third such set
 //! (`streams::third`) into `DIR/streams-third.md`, `--fourth` a fourth
 //! (`streams::fourth`, scored once after the memory of recurrences) into
-//! `DIR/streams-fourth.md`, `--fifth` a fifth (`streams::fifth`, unscored
-//! until the grade's next change is final) into `DIR/streams-fifth.md`. `--no-differences` grades the
+//! `DIR/streams-fourth.md`, `--fifth` a fifth (`streams::fifth`, scored once
+//! on 2026-12-07 with the grader unchanged) into `DIR/streams-fifth.md`,
+//! `--sixth` a sixth (`streams::sixth`, unscored until the grade's next
+//! change is final) into `DIR/streams-sixth.md`. `--no-differences` grades the
 //! forest of the levels alone (the grader before 2026-12-06; `forewarn
 //! score --no-differences`); `--no-recurrence` flags events that repeat a
 //! recent one's shape too (`forewarn score --recurrence 0`, the grader
@@ -35,11 +37,11 @@ use evaluation::streams::corpus::Stream;
 use evaluation::streams::scoring::{self, PROFILES, Windows};
 use evaluation::streams::{
     Line, Scored, best_threshold, companions, compare, corpus, detect, fifth, fourth, fresh,
-    per_family, third, tune_thresholds, unseen,
+    per_family, sixth, third, tune_thresholds, unseen,
 };
 use models::grading::GraderConfig;
 
-const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--no-differences]
+const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--no-differences]
                [--no-recurrence] [--companions N]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
@@ -58,6 +60,7 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
   --third            also score a third such set (streams-third.md and .json)
   --fourth           also score a fourth (streams-fourth.md and .json)
   --fifth            also score a fifth (streams-fifth.md and .json)
+  --sixth            also score a sixth (streams-sixth.md and .json)
   --no-differences   the grade's forest sees each value alone, without its
                      change since the row before (forewarn score's
                      --no-differences)
@@ -71,12 +74,13 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
 type Corpus = fn(u64, usize) -> Vec<Stream>;
 
 /// The sets never tuned on, in report order: flag, output name, corpus.
-const SETS: [(&str, &str, Corpus); 5] = [
+const SETS: [(&str, &str, Corpus); 6] = [
     ("--unseen", "streams-unseen", unseen::corpus),
     ("--fresh", "streams-fresh", fresh::corpus),
     ("--third", "streams-third", third::corpus),
     ("--fourth", "streams-fourth", fourth::corpus),
     ("--fifth", "streams-fifth", fifth::corpus),
+    ("--sixth", "streams-sixth", sixth::corpus),
 ];
 
 struct Args {
