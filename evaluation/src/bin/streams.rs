@@ -7,7 +7,7 @@
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
 //!     [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--no-differences] [--no-recurrence]
-//!     [--companions N]
+//!     [--no-known] [--companions N]
 //! ```
 //!
 //! Writes `DIR/streams.md` (the tables) and `DIR/streams.json`. `--search`
@@ -22,12 +22,14 @@
 //! (`streams::fourth`, scored once after the memory of recurrences) into
 //! `DIR/streams-fourth.md`, `--fifth` a fifth (`streams::fifth`, scored once
 //! on 2026-12-07 with the grader unchanged) into `DIR/streams-fifth.md`,
-//! `--sixth` a sixth (`streams::sixth`, unscored until the grade's next
-//! change is final) into `DIR/streams-sixth.md`. `--no-differences` grades the
+//! `--sixth` a sixth (`streams::sixth`, written before the known states and
+//! scored once after them, 2026-12-07) into `DIR/streams-sixth.md`. `--no-differences` grades the
 //! forest of the levels alone (the grader before 2026-12-06; `forewarn
 //! score --no-differences`); `--no-recurrence` flags events that repeat a
 //! recent one's shape too (`forewarn score --recurrence 0`, the grader
-//! before 2026-12-06's second change).
+//! before 2026-12-06's second change); `--no-known` leaves out the known
+//! states (`forewarn score --known-horizon 0`, the grader before
+//! 2026-12-07).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,7 +44,7 @@ use evaluation::streams::{
 use models::grading::GraderConfig;
 
 const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--no-differences]
-               [--no-recurrence] [--companions N]
+               [--no-recurrence] [--no-known] [--companions N]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
 fleet-simulator streams, every detector run over it, one global threshold
@@ -66,6 +68,9 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
                      --no-differences)
   --no-recurrence    flag events that open on the shape of a recent one
                      too (forewarn score's --recurrence 0)
+  --no-known         no memory of exact raw inputs: a row that repeats a
+                     normal one may still open or hold an event (forewarn
+                     score's --known-horizon 0)
   --companions N     put N normal metrics beside every stream (a noisy sine,
                      a slow walk, in turn) and score the rows as forewarn score
                      scores several metrics: one forest, single rows (0)";
@@ -93,6 +98,7 @@ struct Args {
     sets: Vec<&'static str>,
     no_differences: bool,
     no_recurrence: bool,
+    no_known: bool,
     /// Normal companions beside every stream (0: the stream alone).
     companions: usize,
 }
@@ -118,6 +124,7 @@ fn parse() -> Result<Args, String> {
         sets: Vec::new(),
         no_differences: false,
         no_recurrence: false,
+        no_known: false,
         companions: 0,
     };
     let mut it = std::env::args().skip(1);
@@ -145,6 +152,7 @@ fn parse() -> Result<Args, String> {
             }
             "--no-differences" => a.no_differences = true,
             "--no-recurrence" => a.no_recurrence = true,
+            "--no-known" => a.no_known = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -287,6 +295,11 @@ fn run(args: &Args) -> Result<(), String> {
             0.0
         } else {
             GraderConfig::default().recurrence
+        },
+        known_horizon: if args.no_known {
+            0
+        } else {
+            GraderConfig::default().known_horizon
         },
         ..GraderConfig::default()
     };

@@ -162,6 +162,7 @@ pub fn grader_config() -> GraderConfig {
         min_score: 1.5,
         differences: false,
         recurrence: 0.0,
+        known_horizon: 0,
         ..GraderConfig::default()
     }
 }

@@ -53,6 +53,12 @@ pub struct GraderConfig {
     /// Rows an opened event is remembered for `recurrence`.
     #[serde(default)]
     pub recurrence_horizon: u64,
+    /// Rows a raw forest input graded normal is remembered: a row whose
+    /// raw input over the shingle is exactly such a one is not news and
+    /// ends an open event (`grading::known`). 0 turns it off; snapshots
+    /// from before it have it off.
+    #[serde(default)]
+    pub known_horizon: u64,
 }
 
 impl Default for GraderConfig {
@@ -71,6 +77,7 @@ impl Default for GraderConfig {
             differences: true,
             recurrence: 0.25,
             recurrence_horizon: 3_000,
+            known_horizon: 3_000,
         }
     }
 }

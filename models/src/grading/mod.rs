@@ -28,12 +28,18 @@
 //!    coming back — a reset, a daily job, a switch between known states —
 //!    and is not flagged.
 //!
+//! 5. **Known states** ([`KnownStates`], single streams only): a row whose
+//!    raw input over the shingle is exactly one graded normal in the last
+//!    `known_horizon` rows is not flagged and ends an open event: the
+//!    forest's surprise at it is the input normaliser having moved.
+//!
 //! Until `warmup` scores have been learnt nothing is graded and the grade
 //! says so (`warming_up`). Everything is arithmetic on the inputs in order:
 //! same rows, same grades.
 
 mod config;
 mod grade;
+mod known;
 mod normalize;
 mod recurrence;
 mod state;
@@ -45,6 +51,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::calibration::CalibrationError;
 pub use config::GraderConfig;
 pub use grade::Grade;
+pub use known::{Known, KnownStates};
 pub use normalize::{InputNormalizer, NORMALIZED_LIMIT};
 pub use recurrence::{Recurrences, SHAPES};
 pub use state::{Episode, ScoreStats};
@@ -124,6 +131,11 @@ impl Grader {
     /// This grader's own stream has an event open.
     pub fn in_event(&self) -> bool {
         self.episode.is_open()
+    }
+
+    /// Ends this grader's own stream's open event, if any.
+    pub fn close_event(&mut self) {
+        self.episode = Episode::default();
     }
 
     /// Grades `score` against the scores before it, then learns it.

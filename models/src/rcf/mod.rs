@@ -59,6 +59,8 @@ pub use thresholded::{Explanation, ThresholdedForest, Verdict, reason_label};
 pub use tree::MAX_SAMPLE_SIZE;
 
 #[cfg(test)]
+mod known_tests;
+#[cfg(test)]
 mod reference;
 #[cfg(test)]
 mod snapshot_tests;

@@ -11,7 +11,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{DiVector, Direction, Forest, RcfError};
-use crate::grading::{Episode, Grade, Grader, GraderConfig, InputNormalizer, Recurrences};
+use crate::grading::{
+    Episode, Grade, Grader, GraderConfig, InputNormalizer, KnownStates, Recurrences,
+};
 
 /// Everything known about one row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,6 +70,9 @@ pub struct ThresholdedForest {
     /// before the first).
     last: Vec<Option<f64>>,
     recurrences: Recurrences,
+    /// Raw inputs graded normal lately (`grading::known`).
+    #[serde(default)]
+    known: KnownStates,
 }
 
 /// A snapshot as decoded: a snapshot of the quantile calibration that came
@@ -83,6 +88,8 @@ pub(crate) struct ThresholdedRepr {
     last: Vec<Option<f64>>,
     #[serde(default)]
     recurrences: Recurrences,
+    #[serde(default)]
+    known: KnownStates,
 }
 
 impl ThresholdedRepr {
@@ -127,12 +134,18 @@ impl TryFrom<ThresholdedRepr> for ThresholdedForest {
             });
         }
         check_shapes(grader.config(), &r.recurrences, &r.forest)?;
+        if !r.known.is_consistent(r.forest.config().shingle_size) {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "the known states hold more rows than a shingle",
+            });
+        }
         Ok(Self {
             forest: r.forest,
             normalizer,
             grader,
             last: r.last,
             recurrences: r.recurrences,
+            known: r.known,
         })
     }
 }
@@ -180,6 +193,7 @@ impl ThresholdedForest {
             grader: Grader::new(config)?,
             last,
             recurrences: Recurrences::default(),
+            known: KnownStates::default(),
         })
     }
 
@@ -285,6 +299,7 @@ impl ThresholdedForest {
         self.input(wide, &mut x);
         let attribution = self.forest.attribute_and_update(&x)?;
         self.learn(row, wide);
+        let key = self.known_key(wide);
         let seen = self.forest.points_seen();
         // The point the forest scored: what an event opening here is
         // remembered by (copied only when recurrences are on).
@@ -293,7 +308,7 @@ impl ThresholdedForest {
         } else {
             Vec::new()
         };
-        Ok(self.verdict(attribution, seen, None, &shape))
+        Ok(self.verdict(attribution, seen, None, &shape, key))
     }
 
     /// `process` for another stream's `episode`: the forest and the
@@ -314,7 +329,7 @@ impl ThresholdedForest {
         let attribution = self.forest.attribute_and_update(&x)?;
         self.learn(row, wide);
         let seen = self.forest.points_seen();
-        Ok(self.verdict(attribution, seen, Some(episode), &[]))
+        Ok(self.verdict(attribution, seen, Some(episode), &[], None))
     }
 
     /// Grades `row` for `episode` without learning from it (forest,
@@ -349,6 +364,7 @@ impl ThresholdedForest {
         let m = self.forest.config().input_dimensions;
         let mut flat = Vec::with_capacity(rows.len() * m);
         let (mut buf, mut x) = (Vec::with_capacity(m), Vec::with_capacity(m));
+        let mut keys = Vec::with_capacity(rows.len());
         for row in rows {
             let row = row.as_ref();
             self.check(row)?;
@@ -356,6 +372,7 @@ impl ThresholdedForest {
             self.input(wide, &mut x);
             flat.extend_from_slice(&x);
             self.learn(row, wide);
+            keys.push(self.known_key(wide));
         }
         let inputs: Vec<&[f64]> = flat.chunks_exact(m).collect();
         let (rows, points) = self.forest.attribute_and_update_batch_points(&inputs)?;
@@ -370,9 +387,19 @@ impl ThresholdedForest {
                 } else {
                     &[]
                 };
-                self.verdict(attribution, seen, None, shape)
+                self.verdict(attribution, seen, None, shape, keys[i])
             })
             .collect())
+    }
+
+    /// The raw shingle's key for the known states (`None` with them off or
+    /// before a shingle has filled).
+    fn known_key(&mut self, wide: &[f64]) -> Option<u64> {
+        if self.grader.config().known_horizon == 0 {
+            return None;
+        }
+        let shingle = self.forest.config().shingle_size;
+        self.known.push(wide, shingle)
     }
 
     /// Events are remembered by their shape (`GraderConfig::recurrence`).
@@ -389,23 +416,31 @@ impl ThresholdedForest {
     /// Grades a row's attribution; `seen` is the forest's `points_seen`
     /// right after the row; `episode` is another stream's event, or `None`
     /// for the detector's own, whose recurrences are taken out by `shape`,
-    /// the point the forest scored the row as (empty with recurrence off).
+    /// the point the forest scored the row as (empty with recurrence off),
+    /// and its known states by `key`, the row's raw shingle.
     fn verdict(
         &mut self,
         attribution: DiVector,
         seen: u64,
         episode: Option<&mut Episode>,
         shape: &[f32],
+        key: Option<u64>,
     ) -> Verdict {
         let score = attribution.total();
         // Shingle lags and each metric's change fold onto the metric.
         let attribution = attribution.per_metric(self.metrics());
+        let horizon = self.grader.config().known_horizon;
+        let episode_is_own = episode.is_none();
         let g = if self.is_mature(seen) && score > 0.0 {
             match episode {
                 Some(e) => self.grader.process_for(score, e, true),
                 None => {
                     let was_open = self.grader.in_event();
                     let g = self.grader.process(score);
+                    let (g, ends) = self.known.filter(g, was_open, key, seen, horizon);
+                    if ends {
+                        self.grader.close_event();
+                    }
                     let opened = g.is_anomaly && !was_open;
                     let input = || shape.to_vec();
                     self.recurrences
@@ -415,6 +450,9 @@ impl ThresholdedForest {
         } else {
             Grade::WARMING_UP
         };
+        if horizon > 0 && episode_is_own {
+            self.known.remember(key, seen, g.in_event, horizon);
+        }
         Self::assemble(score, g, attribution)
     }
 
@@ -436,6 +474,7 @@ impl ThresholdedForest {
             + self.normalizer.heap_bytes()
             + self.last.capacity() * 16
             + self.recurrences.heap_bytes()
+            + self.known.heap_bytes()
     }
 
     /// Serialises forest, normaliser and grader (JSON).

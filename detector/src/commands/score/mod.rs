@@ -120,6 +120,14 @@ pub struct ScoreArgs {
     /// Rows an opened event's shape is remembered [default: 3000].
     #[arg(long)]
     pub recurrence_horizon: Option<u64>,
+    /// Rows each raw input (the rows of a shingle, before normalisation)
+    /// is remembered exactly: a row that repeats one seen on a normal row
+    /// ends an open event, one that repeats an earlier event's row opens
+    /// none (on a stream that sat at one value, the first other value
+    /// moves the normaliser and the old value then reads as new); 0 turns
+    /// it off [default: 3000].
+    #[arg(long)]
+    pub known_horizon: Option<u64>,
     /// Tree nodes holding at least this many distinct points cache their
     /// bounding box (more memory, fewer leaf scans; scores do not change).
     #[arg(long, default_value_t = 6)]
@@ -315,6 +323,7 @@ fn build_detector(args: &ScoreArgs, metrics: usize) -> Result<ThresholdedForest>
         recurrence_horizon: args
             .recurrence_horizon
             .unwrap_or(defaults.recurrence_horizon),
+        known_horizon: args.known_horizon.unwrap_or(defaults.known_horizon),
         ..defaults
     };
     let shingle = args.shingle.unwrap_or(if metrics == 1 { 4 } else { 1 });
