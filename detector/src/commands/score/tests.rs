@@ -105,7 +105,9 @@ fn resets_that_come_back_are_recurrences_not_anomalies() {
     let mut csv = String::from("ts,queue\n");
     for t in 0..3000 {
         let drop = if (2500..2520).contains(&t) { -1.5 } else { 0.0 };
-        let v = 10.0 + (t % 60) as f64 / 60.0 + drop + ((t * 7919) % 13) as f64 * 0.001;
+        // The jitter's period (1,013 rows) keeps any reset from repeating
+        // an earlier one exactly, which the known states would take out.
+        let v = 10.0 + (t % 60) as f64 / 60.0 + drop + ((t * 7919) % 1013) as f64 * 0.000_013;
         csv.push_str(&format!("{t},{v}\n"));
     }
     let run = |extra: &[&str]| {
@@ -135,6 +137,37 @@ fn resets_that_come_back_are_recurrences_not_anomalies() {
     assert!(count(&on, "anomaly", before.clone()) * 4 <= count(&off, "anomaly", before.clone()));
     assert_eq!(count(&off, "recurrence", 0..3000), 0);
     assert!(count(&on, "anomaly", 2500..2506) >= 1, "the deep drop");
+}
+
+/// A health check at 1 with one 0: by default the rows back at 1 end the
+/// event the 0 opened (known states) and the flapping later is flagged;
+/// `--known-horizon 0` holds the event open on them.
+#[test]
+fn a_flat_stream_back_at_its_value_is_not_an_open_event() {
+    let mut csv = String::from("ts,up\n");
+    for t in 0..2000usize {
+        let flap = (1600..1660).contains(&t) && (t / 2).is_multiple_of(2);
+        let v = if t == 1000 || flap { 0 } else { 1 };
+        csv.push_str(&format!("{t},{v}\n"));
+    }
+    let run = |extra: &[&str]| {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut argv = vec!["--threads", "1"];
+        argv.extend_from_slice(extra);
+        score_csv(&args(&argv), csv.as_bytes(), &mut out, &mut err, None).expect("scores");
+        String::from_utf8(out).expect("utf8")
+    };
+    let count = |out: &str, state: &str, rows: std::ops::Range<usize>| {
+        out.lines()
+            .skip(1)
+            .enumerate()
+            .filter(|(i, l)| rows.contains(i) && l.ends_with(&format!(",{state}")))
+            .count()
+    };
+    let (on, off) = (run(&[]), run(&["--known-horizon", "0"]));
+    assert_eq!(count(&on, "event", 1010..1600), 0, "{on}");
+    assert!(count(&on, "anomaly", 1600..1660) >= 1, "the flapping: {on}");
+    assert!(count(&off, "event", 1010..1600) > 50, "{off}");
 }
 
 /// `forewarn score` with its defaults is the detector the stream benchmark
