@@ -4,6 +4,9 @@
 //! webhook) and, when entries queue up during a storm, hands up to
 //! `max_batch` of them to one call, which merges them into one grouped
 //! message. Resends say so. 200 accepts; 429 honours `Retry-After`.
+//! Each alert's line ends with its `dedup_key` (`shared/contracts/alerts.md`:
+//! every sink's copy shares it), so a firing message, its re-sends and its
+//! resolve can be matched with each other and with the PagerDuty incident.
 
 use std::fmt::Write;
 
@@ -60,6 +63,7 @@ fn line(ev: &AlertEvent, resend: bool, link_template: Option<&str>) -> String {
     if let Some(href) = link_template.and_then(|t| expand_link(t, &ev.labels)) {
         let _ = write!(s, "\n<{href}|details>");
     }
+    let _ = write!(s, "\n`{}`", ev.dedup_key);
     s
 }
 
@@ -114,5 +118,66 @@ impl SlackSink {
         self.http
             .post_json(&message(batch, self.link_template.as_deref()), None)
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alert::{Reason, Scope, Severity};
+
+    fn event(status: Status) -> AlertEvent {
+        AlertEvent {
+            ts: 0,
+            status,
+            severity: Severity::Warning,
+            kind: "hbm_ecc_trend".into(),
+            scope: Scope::Gpu,
+            labels: [("gpu".to_owned(), "GPU-1".to_owned())].into(),
+            dedup_key: "forewarn/gpu/GPU-1/hbm_ecc_trend".into(),
+            summary: "correctable ECC errors rising".into(),
+            risk: 0.7,
+            eta_hours: None,
+            reasons: vec![Reason {
+                signal: "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL".into(),
+                detail: "correctable ECC rate 12/h".into(),
+            }],
+        }
+    }
+
+    fn notification(events: Vec<AlertEvent>, resend: bool) -> Notification {
+        Notification {
+            receiver: "slack".into(),
+            group_key: "g".into(),
+            ts: 0,
+            events,
+            resend,
+            firing_in_group: 1,
+            shadow: false,
+        }
+    }
+
+    /// The firing message, its re-send and its resolve each carry the
+    /// alert's dedup key, and say which they are.
+    #[test]
+    fn every_message_names_the_incident_by_its_dedup_key() {
+        for (status, resend, state) in [
+            (Status::Firing, false, "*FIRING*"),
+            (Status::Firing, true, "*STILL FIRING*"),
+            (Status::Resolved, false, "*RESOLVED*"),
+        ] {
+            let m = message(&[notification(vec![event(status)], resend)], None);
+            let section = m["blocks"][1]["text"]["text"].as_str().expect("a section");
+            assert!(section.contains(state), "{section}");
+            assert!(
+                section.ends_with("`forewarn/gpu/GPU-1/hbm_ecc_trend`"),
+                "{section}"
+            );
+            assert_eq!(
+                section.contains("correctable ECC rate"),
+                status == Status::Firing,
+                "reasons on firing lines only: {section}"
+            );
+        }
     }
 }
