@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
-//!     [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--no-differences] [--no-recurrence]
+//!     [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--seventh] [--no-differences] [--no-recurrence]
 //!     [--no-known] [--companions N]
 //! ```
 //!
@@ -23,7 +23,10 @@
 //! `DIR/streams-fourth.md`, `--fifth` a fifth (`streams::fifth`, scored once
 //! on 2026-12-07 with the grader unchanged) into `DIR/streams-fifth.md`,
 //! `--sixth` a sixth (`streams::sixth`, written before the known states and
-//! scored once after them, 2026-12-07) into `DIR/streams-sixth.md`. `--no-differences` grades the
+//! scored once after them, 2026-12-07) into `DIR/streams-sixth.md`,
+//! `--seventh` a seventh (`streams::seventh`, whole-number and repeating
+//! streams, unscored until the grade's next change is final) into
+//! `DIR/streams-seventh.md`. `--no-differences` grades the
 //! forest of the levels alone (the grader before 2026-12-06; `forewarn
 //! score --no-differences`); `--no-recurrence` flags events that repeat a
 //! recent one's shape too (`forewarn score --recurrence 0`, the grader
@@ -39,12 +42,12 @@ use evaluation::streams::corpus::Stream;
 use evaluation::streams::scoring::{self, PROFILES, Windows};
 use evaluation::streams::{
     Line, Scored, best_threshold, companions, compare, corpus, detect, fifth, fourth, fresh,
-    per_family, sixth, third, tune_thresholds, unseen,
+    per_family, seventh, sixth, third, tune_thresholds, unseen,
 };
 use models::grading::GraderConfig;
 
-const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--no-differences]
-               [--no-recurrence] [--no-known] [--companions N]
+const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--seventh]
+               [--no-differences] [--no-recurrence] [--no-known] [--companions N]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
 fleet-simulator streams, every detector run over it, one global threshold
@@ -63,6 +66,7 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
   --fourth           also score a fourth (streams-fourth.md and .json)
   --fifth            also score a fifth (streams-fifth.md and .json)
   --sixth            also score a sixth (streams-sixth.md and .json)
+  --seventh          also score a seventh (streams-seventh.md and .json)
   --no-differences   the grade's forest sees each value alone, without its
                      change since the row before (forewarn score's
                      --no-differences)
@@ -79,13 +83,14 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
 type Corpus = fn(u64, usize) -> Vec<Stream>;
 
 /// The sets never tuned on, in report order: flag, output name, corpus.
-const SETS: [(&str, &str, Corpus); 6] = [
+const SETS: [(&str, &str, Corpus); 7] = [
     ("--unseen", "streams-unseen", unseen::corpus),
     ("--fresh", "streams-fresh", fresh::corpus),
     ("--third", "streams-third", third::corpus),
     ("--fourth", "streams-fourth", fourth::corpus),
     ("--fifth", "streams-fifth", fifth::corpus),
     ("--sixth", "streams-sixth", sixth::corpus),
+    ("--seventh", "streams-seventh", seventh::corpus),
 ];
 
 struct Args {

@@ -15,6 +15,7 @@ pub mod fifth;
 pub mod fourth;
 pub mod fresh;
 pub mod scoring;
+pub mod seventh;
 pub mod sixth;
 pub mod third;
 pub mod unseen;

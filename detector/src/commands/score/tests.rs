@@ -96,6 +96,24 @@ fn column_selection_by_name_and_index() {
     assert!(reader::resolve_column(&header, "zzz").is_err());
 }
 
+/// `csv` scored on one thread with `extra` flags: the output CSV.
+fn score_on_one_thread(csv: &str, extra: &[&str]) -> String {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut argv = vec!["--threads", "1"];
+    argv.extend_from_slice(extra);
+    score_csv(&args(&argv), csv.as_bytes(), &mut out, &mut err, None).expect("scores");
+    String::from_utf8(out).expect("utf8")
+}
+
+/// Output rows in `rows` (0-based, header skipped) whose state is `state`.
+fn count(out: &str, state: &str, rows: std::ops::Range<usize>) -> usize {
+    out.lines()
+        .skip(1)
+        .enumerate()
+        .filter(|(i, l)| rows.contains(i) && l.ends_with(&format!(",{state}")))
+        .count()
+}
+
 /// One metric ramping and resetting every 60 rows: each reset is normal.
 /// By default a reset that repeats an earlier one's shape is a
 /// `recurrence` (not flagged); `--recurrence 0` flags them all; a drop
@@ -110,20 +128,7 @@ fn resets_that_come_back_are_recurrences_not_anomalies() {
         let v = 10.0 + (t % 60) as f64 / 60.0 + drop + ((t * 7919) % 1013) as f64 * 0.000_013;
         csv.push_str(&format!("{t},{v}\n"));
     }
-    let run = |extra: &[&str]| {
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let mut argv = vec!["--threads", "1"];
-        argv.extend_from_slice(extra);
-        score_csv(&args(&argv), csv.as_bytes(), &mut out, &mut err, None).expect("scores");
-        String::from_utf8(out).expect("utf8")
-    };
-    let count = |out: &str, state: &str, rows: std::ops::Range<usize>| {
-        out.lines()
-            .skip(1)
-            .enumerate()
-            .filter(|(i, l)| rows.contains(i) && l.ends_with(&format!(",{state}")))
-            .count()
-    };
+    let run = |extra: &[&str]| score_on_one_thread(&csv, extra);
     let (on, off) = (run(&[]), run(&["--recurrence", "0"]));
     let before = 0..2500;
     eprintln!(
@@ -150,20 +155,7 @@ fn a_flat_stream_back_at_its_value_is_not_an_open_event() {
         let v = if t == 1000 || flap { 0 } else { 1 };
         csv.push_str(&format!("{t},{v}\n"));
     }
-    let run = |extra: &[&str]| {
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let mut argv = vec!["--threads", "1"];
-        argv.extend_from_slice(extra);
-        score_csv(&args(&argv), csv.as_bytes(), &mut out, &mut err, None).expect("scores");
-        String::from_utf8(out).expect("utf8")
-    };
-    let count = |out: &str, state: &str, rows: std::ops::Range<usize>| {
-        out.lines()
-            .skip(1)
-            .enumerate()
-            .filter(|(i, l)| rows.contains(i) && l.ends_with(&format!(",{state}")))
-            .count()
-    };
+    let run = |extra: &[&str]| score_on_one_thread(&csv, extra);
     let (on, off) = (run(&[]), run(&["--known-horizon", "0"]));
     assert_eq!(count(&on, "event", 1010..1600), 0, "{on}");
     assert!(count(&on, "anomaly", 1600..1660) >= 1, "the flapping: {on}");
