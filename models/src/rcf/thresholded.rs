@@ -70,7 +70,7 @@ pub struct ThresholdedForest {
     /// before the first).
     last: Vec<Option<f64>>,
     recurrences: Recurrences,
-    /// Raw inputs graded normal lately (`grading::known`).
+    /// Raw inputs seen lately, and whether on a normal row (`grading::known`).
     #[serde(default)]
     known: KnownStates,
 }

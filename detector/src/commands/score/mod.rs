@@ -186,6 +186,10 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
             summary.bad_rows, summary.rows
         );
     }
+    eprintln!(
+        "scored {} rows: {} flagged (state=anomaly)",
+        summary.rows, summary.flagged
+    );
     Ok(())
 }
 
