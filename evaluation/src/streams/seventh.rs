@@ -8,7 +8,8 @@
 //! - `int_temperature`: a GPU's temperature in whole degrees following its
 //!   load, busy and idle periods of 100–300 rows each, with a reading's
 //!   ±1 °C dither; the event is the busy temperature 4 °C higher for 300
-//!   rows (the same load running hotter);
+//!   rows from the first busy row at or after the drawn onset (the same
+//!   load running hotter; an idle GPU shows nothing);
 //! - `counter_resets`: a monotone counter growing by Poisson increments,
 //!   reset to 0 every 400–800 rows (a process restart); the event is the
 //!   increments tripling for 200 rows;
@@ -44,9 +45,11 @@ pub fn corpus(seed: u64, per_family: usize) -> Vec<Stream> {
 }
 
 fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
-    let (mut rng, _scale, b, at) = start(seed, LEN);
+    let (mut rng, _scale, b, mut at) = start(seed, LEN);
     let mut values = Vec::with_capacity(LEN);
     let during = |t: usize, len: usize| t >= at && t < at + len;
+    // The int_temperature event's first row, when it differs from `at`.
+    let mut onset = None;
     match family {
         "int_temperature" => {
             let (idle, busy) = (35.0 + 10.0 * b, 65.0 + 10.0 * b);
@@ -57,7 +60,13 @@ fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
                     left = between(&mut rng, 100, 200);
                 }
                 left -= 1;
-                let hot = if during(t, 300) && busy_now { 4.0 } else { 0.0 };
+                if onset.is_none() && busy_now && t >= at {
+                    onset = Some(t);
+                }
+                let hot = match onset {
+                    Some(o) if busy_now && t < o + 300 => 4.0,
+                    _ => 0.0,
+                };
                 let target = if busy_now { busy + hot } else { idle };
                 temp += (target - temp) / 20.0;
                 let dither = rng.next_f64() - 0.5;
@@ -110,6 +119,7 @@ fn stream(family: &'static str, seed: u64, index: usize) -> Stream {
         }
         _ => {}
     }
+    at = onset.unwrap_or(at);
     Stream::new(family, seed, index, values, vec![at])
 }
 
@@ -120,5 +130,27 @@ mod tests {
     #[test]
     fn every_family_is_seeded_and_labelled_after_warm_up() {
         super::super::corpus::assert_seeded_and_labelled(corpus, FAMILIES.len(), LEN, 1);
+    }
+
+    /// Each event shows in its own stream from its labelled row: the hotter
+    /// GPU is busy there, the silent source is silent, beats go missing.
+    #[test]
+    fn every_event_is_in_the_data_at_its_label() {
+        for s in corpus(101, 6).into_iter().chain(corpus(102, 6)) {
+            let at = s.events[0];
+            let (before, during) = (&s.values[..at], &s.values[at..at + 200]);
+            let max = |v: &[f64]| v.iter().copied().fold(f64::MIN, f64::max);
+            let ones = |v: &[f64]| v.iter().filter(|&&x| x == 1.0).count();
+            match s.family {
+                "int_temperature" => assert!(max(during) >= max(before) + 2.0, "{}", s.name),
+                "small_counts" => assert!(during.iter().all(|&x| x == 0.0), "{}", s.name),
+                "heartbeat" => assert!(
+                    ones(during) * 3 <= ones(&before[before.len() - 200..]) * 2,
+                    "{}",
+                    s.name
+                ),
+                _ => {}
+            }
+        }
     }
 }
