@@ -61,6 +61,10 @@ pub struct GraderConfig {
     pub known_horizon: u64,
 }
 
+/// The longest memory of raw inputs: on a stream that never repeats a row,
+/// the known states hold up to twice this many entries (~50 bytes each).
+pub const MAX_KNOWN_HORIZON: u64 = 100_000;
+
 impl Default for GraderConfig {
     fn default() -> Self {
         Self {
@@ -138,6 +142,13 @@ impl GraderConfig {
                 "recurrence_horizon",
                 "must be at least 1 row when recurrence is on",
                 0.0,
+            );
+        }
+        if self.known_horizon > MAX_KNOWN_HORIZON {
+            return bad(
+                "known_horizon",
+                "must be at most 100000 rows (each row of a noisy stream is a new entry)",
+                self.known_horizon as f64,
             );
         }
         if self.warmup > 1_000_000 {

@@ -140,6 +140,17 @@ fn validate_names_fields() {
             ..
         })
     ));
+    let c = GraderConfig {
+        known_horizon: 100_001,
+        ..Default::default()
+    };
+    assert!(matches!(
+        c.validate(),
+        Err(CalibrationError::InvalidParameter {
+            field: "known_horizon",
+            ..
+        })
+    ));
 }
 
 #[test]

@@ -125,7 +125,7 @@ pub struct ScoreArgs {
     /// ends an open event, one that repeats an earlier event's row opens
     /// none (on a stream that sat at one value, the first other value
     /// moves the normaliser and the old value then reads as new); 0 turns
-    /// it off [default: 3000].
+    /// it off [default: 3000; at most 100000].
     #[arg(long)]
     pub known_horizon: Option<u64>,
     /// Tree nodes holding at least this many distinct points cache their
