@@ -7,7 +7,7 @@
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
 //!     [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--seventh] [--no-differences] [--no-recurrence]
-//!     [--no-known] [--companions N]
+//!     [--no-known] [--lower X] [--companions N]
 //! ```
 //!
 //! Writes `DIR/streams.md` (the tables) and `DIR/streams.json`. `--search`
@@ -47,7 +47,7 @@ use evaluation::streams::{
 use models::grading::GraderConfig;
 
 const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--seventh]
-               [--no-differences] [--no-recurrence] [--no-known] [--companions N]
+               [--no-differences] [--no-recurrence] [--no-known] [--lower X] [--companions N]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
 fleet-simulator streams, every detector run over it, one global threshold
@@ -75,6 +75,8 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
   --no-known         no memory of exact raw inputs: a row that repeats a
                      normal one may still open or hold an event (forewarn
                      score's --known-horizon 0)
+  --lower X          the standing that opens an event, in deviations
+                     (forewarn score's --lower; 2.5)
   --companions N     put N normal metrics beside every stream (a noisy sine,
                      a slow walk, in turn) and score the rows as forewarn score
                      scores several metrics: one forest, single rows (0)";
@@ -104,6 +106,8 @@ struct Args {
     no_differences: bool,
     no_recurrence: bool,
     no_known: bool,
+    /// The grader's `lower` (standing that opens an event), when not the default.
+    lower: Option<f64>,
     /// Normal companions beside every stream (0: the stream alone).
     companions: usize,
 }
@@ -130,6 +134,7 @@ fn parse() -> Result<Args, String> {
         no_differences: false,
         no_recurrence: false,
         no_known: false,
+        lower: None,
         companions: 0,
     };
     let mut it = std::env::args().skip(1);
@@ -158,6 +163,13 @@ fn parse() -> Result<Args, String> {
             "--no-differences" => a.no_differences = true,
             "--no-recurrence" => a.no_recurrence = true,
             "--no-known" => a.no_known = true,
+            "--lower" => {
+                a.lower = Some(
+                    it.next()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or("--lower needs a number")?,
+                )
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -301,6 +313,7 @@ fn run(args: &Args) -> Result<(), String> {
         } else {
             GraderConfig::default().recurrence
         },
+        lower: args.lower.unwrap_or(GraderConfig::default().lower),
         known_horizon: if args.no_known {
             0
         } else {
