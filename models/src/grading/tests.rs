@@ -118,39 +118,26 @@ fn scores_at_or_below_min_score_are_never_flagged() {
 
 #[test]
 fn validate_names_fields() {
-    let c = GraderConfig {
+    let field_of = |c: GraderConfig| match c.validate() {
+        Err(CalibrationError::InvalidParameter { field, .. }) => Some(field),
+        _ => None,
+    };
+    let release = GraderConfig {
         release: 5.0,
         ..Default::default()
     };
-    assert!(matches!(
-        c.validate(),
-        Err(CalibrationError::InvalidParameter {
-            field: "release",
-            ..
-        })
-    ));
-    let c = GraderConfig {
+    assert_eq!(field_of(release), Some("release"));
+    let decay = GraderConfig {
         score_decay: 0.0,
         ..Default::default()
     };
-    assert!(matches!(
-        c.validate(),
-        Err(CalibrationError::InvalidParameter {
-            field: "score_decay",
-            ..
-        })
-    ));
-    let c = GraderConfig {
+    assert_eq!(field_of(decay), Some("score_decay"));
+    let known = GraderConfig {
         known_horizon: 100_001,
         ..Default::default()
     };
-    assert!(matches!(
-        c.validate(),
-        Err(CalibrationError::InvalidParameter {
-            field: "known_horizon",
-            ..
-        })
-    ));
+    assert_eq!(field_of(known), Some("known_horizon"));
+    assert_eq!(field_of(GraderConfig::default()), None);
 }
 
 #[test]
