@@ -189,8 +189,10 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
         );
     }
     eprintln!(
-        "scored {} rows: {} flagged (state=anomaly)",
-        summary.rows, summary.flagged
+        "scored {} row{}: {} flagged (state=anomaly)",
+        summary.rows,
+        if summary.rows == 1 { "" } else { "s" },
+        summary.flagged
     );
     Ok(())
 }
