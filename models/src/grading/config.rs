@@ -53,10 +53,11 @@ pub struct GraderConfig {
     /// Rows an opened event is remembered for `recurrence`.
     #[serde(default)]
     pub recurrence_horizon: u64,
-    /// Rows a raw forest input graded normal is remembered: a row whose
-    /// raw input over the shingle is exactly such a one is not news and
-    /// ends an open event (`grading::known`). 0 turns it off; snapshots
-    /// from before it have it off.
+    /// Rows a raw forest input (over the shingle, before normalisation) is
+    /// remembered exactly: a row that repeats one seen on a normal row ends
+    /// an open event, one that repeats an earlier event's row opens none
+    /// (`grading::known`). 0 turns it off; snapshots from before it have it
+    /// off.
     #[serde(default)]
     pub known_horizon: u64,
 }

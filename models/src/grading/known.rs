@@ -43,15 +43,15 @@ pub struct KnownStates {
 
 /// The last time a raw shingle was seen.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Seen {
-    pub at: u64,
+struct Seen {
+    at: u64,
     /// Outside any event.
-    pub normal: bool,
+    normal: bool,
 }
 
 /// What the known states make of a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Known {
+enum Known {
     /// Not seen within the horizon, or only in the open event.
     New,
     /// Seen on a normal row: the stream is back in a known state.
@@ -96,7 +96,7 @@ impl KnownStates {
     }
 
     /// How `key` was seen within `horizon` rows before `at`.
-    pub fn classify(&self, key: Option<u64>, at: u64, horizon: u64) -> Known {
+    fn classify(&self, key: Option<u64>, at: u64, horizon: u64) -> Known {
         match key.and_then(|k| self.seen.get(&k)) {
             Some(s) if at.saturating_sub(s.at) <= horizon => {
                 if s.normal {
@@ -150,8 +150,12 @@ impl KnownStates {
 
     /// Remembers `key` as seen at row `at`, in an event when `in_event`
     /// (which opened at `at` unless one was open already); forgets entries
-    /// older than `horizon` once every `horizon` rows.
+    /// older than `horizon` once every `horizon` rows. Off when `horizon`
+    /// is 0.
     pub fn remember(&mut self, key: Option<u64>, at: u64, in_event: bool, horizon: u64) {
+        if horizon == 0 {
+            return;
+        }
         self.opened = match (in_event, self.opened) {
             (false, _) => 0,
             (true, 0) => at,

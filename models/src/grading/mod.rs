@@ -29,9 +29,10 @@
 //!    and is not flagged.
 //!
 //! 5. **Known states** ([`KnownStates`], single streams only): a row whose
-//!    raw input over the shingle is exactly one graded normal in the last
-//!    `known_horizon` rows is not flagged and ends an open event: the
-//!    forest's surprise at it is the input normaliser having moved.
+//!    raw input over the shingle is exactly one seen in the last
+//!    `known_horizon` rows is not flagged: seen on a normal row, it ends an
+//!    open event (the forest's surprise at it is the input normaliser
+//!    having moved); seen in an earlier event, it opens none.
 //!
 //! Until `warmup` scores have been learnt nothing is graded and the grade
 //! says so (`warming_up`). Everything is arithmetic on the inputs in order:
@@ -51,7 +52,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::calibration::CalibrationError;
 pub use config::GraderConfig;
 pub use grade::Grade;
-pub use known::{Known, KnownStates};
+pub use known::KnownStates;
 pub use normalize::{InputNormalizer, NORMALIZED_LIMIT};
 pub use recurrence::{Recurrences, SHAPES};
 pub use state::{Episode, ScoreStats};

@@ -430,7 +430,7 @@ impl ThresholdedForest {
         // Shingle lags and each metric's change fold onto the metric.
         let attribution = attribution.per_metric(self.metrics());
         let horizon = self.grader.config().known_horizon;
-        let episode_is_own = episode.is_none();
+        let own = episode.is_none();
         let g = if self.is_mature(seen) && score > 0.0 {
             match episode {
                 Some(e) => self.grader.process_for(score, e, true),
@@ -450,7 +450,7 @@ impl ThresholdedForest {
         } else {
             Grade::WARMING_UP
         };
-        if horizon > 0 && episode_is_own {
+        if own {
             self.known.remember(key, seen, g.in_event, horizon);
         }
         Self::assemble(score, g, attribution)
