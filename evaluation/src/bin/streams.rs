@@ -47,7 +47,8 @@ use evaluation::streams::{
 use models::grading::GraderConfig;
 
 const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--seventh]
-               [--no-differences] [--no-recurrence] [--no-known] [--lower X] [--companions N]
+               [--no-differences] [--no-recurrence] [--no-known] [--no-stuck] [--lower X]
+               [--companions N]
 
 The anomaly grade's stream benchmark: a labelled corpus of synthetic and
 fleet-simulator streams, every detector run over it, one global threshold
@@ -75,6 +76,9 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
   --no-known         no memory of exact raw inputs: a row that repeats a
                      normal one may still open or hold an event (forewarn
                      score's --known-horizon 0)
+  --no-stuck         no stuck values: a metric repeating its value far longer
+                     than ever before opens no event (forewarn score's
+                     --stuck-run 0)
   --lower X          the standing that opens an event, in deviations
                      (forewarn score's --lower; 2.5)
   --companions N     put N normal metrics beside every stream (a noisy sine,
@@ -110,6 +114,7 @@ struct Args {
     lower: Option<f64>,
     /// Normal companions beside every stream (0: the stream alone).
     companions: usize,
+    no_stuck: bool,
 }
 
 fn seeds(flag: &str, v: Option<String>) -> Result<Vec<u64>, String> {
@@ -136,6 +141,7 @@ fn parse() -> Result<Args, String> {
         no_known: false,
         lower: None,
         companions: 0,
+        no_stuck: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -163,6 +169,7 @@ fn parse() -> Result<Args, String> {
             "--no-differences" => a.no_differences = true,
             "--no-recurrence" => a.no_recurrence = true,
             "--no-known" => a.no_known = true,
+            "--no-stuck" => a.no_stuck = true,
             "--lower" => {
                 a.lower = Some(
                     it.next()
@@ -318,6 +325,11 @@ fn run(args: &Args) -> Result<(), String> {
             0
         } else {
             GraderConfig::default().known_horizon
+        },
+        stuck_run: if args.no_stuck {
+            0
+        } else {
+            GraderConfig::default().stuck_run
         },
         ..GraderConfig::default()
     };

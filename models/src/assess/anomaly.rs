@@ -163,6 +163,7 @@ pub fn grader_config() -> GraderConfig {
         differences: false,
         recurrence: 0.0,
         known_horizon: 0,
+        stuck_run: 0,
         ..GraderConfig::default()
     }
 }

@@ -60,6 +60,16 @@ pub struct GraderConfig {
     /// off.
     #[serde(default)]
     pub known_horizon: u64,
+    /// A metric repeating its last value for at least this many rows, and
+    /// for `stuck_factor` times its longest earlier run, is stuck: an event
+    /// at grade 1 (`grading::stuck`). 0 turns it off; snapshots from before
+    /// it have it off.
+    #[serde(default)]
+    pub stuck_run: u32,
+    /// How many times its longest earlier run a metric must repeat a value
+    /// to be stuck (at least 1).
+    #[serde(default)]
+    pub stuck_factor: f64,
 }
 
 /// The longest memory of raw inputs: on a stream that never repeats a row,
@@ -83,6 +93,8 @@ impl Default for GraderConfig {
             recurrence: 0.25,
             recurrence_horizon: 3_000,
             known_horizon: 3_000,
+            stuck_run: 8,
+            stuck_factor: 2.0,
         }
     }
 }
@@ -143,6 +155,13 @@ impl GraderConfig {
                 "recurrence_horizon",
                 "must be at least 1 row when recurrence is on",
                 0.0,
+            );
+        }
+        if self.stuck_run > 0 && !(self.stuck_factor.is_finite() && self.stuck_factor >= 1.0) {
+            return bad(
+                "stuck_factor",
+                "must be finite and at least 1 when stuck_run is on",
+                self.stuck_factor,
             );
         }
         if self.known_horizon > MAX_KNOWN_HORIZON {

@@ -34,6 +34,12 @@
 //!    open event (the forest's surprise at it is the input normaliser
 //!    having moved); seen in an earlier event, it opens none.
 //!
+//! 6. **Stuck values** ([`StuckRuns`], single streams only): a metric
+//!    that repeats its last value for `stuck_run` rows and `stuck_factor`
+//!    times its longest earlier run opens an event at grade 1, held while
+//!    the value holds: a frozen sensor reports ordinary values, only the
+//!    run is new.
+//!
 //! Until `warmup` scores have been learnt nothing is graded and the grade
 //! says so (`warming_up`). Everything is arithmetic on the inputs in order:
 //! same rows, same grades.
@@ -44,6 +50,7 @@ mod known;
 mod normalize;
 mod recurrence;
 mod state;
+mod stuck;
 #[cfg(test)]
 mod tests;
 
@@ -56,6 +63,7 @@ pub use known::KnownStates;
 pub use normalize::{InputNormalizer, NORMALIZED_LIMIT};
 pub use recurrence::{Recurrences, SHAPES};
 pub use state::{Episode, ScoreStats};
+pub use stuck::{Stuck, StuckRuns};
 
 /// Grades `score` against `stats` for the stream whose event is `episode`
 /// (without learning the score: see [`ScoreStats::learn`]).

@@ -65,4 +65,6 @@ mod reference;
 #[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]
+mod stuck_tests;
+#[cfg(test)]
 mod tests;

@@ -4,7 +4,8 @@
 //! running statistics, the forest scores the normalised row, and the grader
 //! turns the score into a grade that means the same on every stream, with the
 //! attribution behind it; a single stream's events that repeat one opened
-//! recently are taken out (`grading::recurrence`). The whole state
+//! recently are taken out (`grading::recurrence`, `grading::known`) and a
+//! metric frozen at one value is flagged (`grading::stuck`). The whole state
 //! snapshots to JSON (and to CBOR in the detector's checkpoints); a
 //! restored detector continues exactly where the saved one stopped.
 
@@ -12,8 +13,14 @@ use serde::{Deserialize, Serialize};
 
 use super::{DiVector, Direction, Forest, RcfError};
 use crate::grading::{
-    Episode, Grade, Grader, GraderConfig, InputNormalizer, KnownStates, Recurrences,
+    Episode, Grade, Grader, GraderConfig, InputNormalizer, KnownStates, Recurrences, Stuck,
+    StuckRuns,
 };
+
+mod repr;
+
+pub(crate) use repr::ThresholdedRepr;
+use repr::{check_shapes, metrics_of};
 
 /// Everything known about one row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,101 +80,9 @@ pub struct ThresholdedForest {
     /// Raw inputs seen lately, and whether on a normal row (`grading::known`).
     #[serde(default)]
     known: KnownStates,
-}
-
-/// A snapshot as decoded: a snapshot of the quantile calibration that came
-/// before the grader has neither `normalizer` nor `grader`.
-#[derive(Deserialize)]
-pub(crate) struct ThresholdedRepr {
-    pub(crate) forest: Forest,
+    /// Each metric's run of equal values (`grading::stuck`).
     #[serde(default)]
-    normalizer: Option<InputNormalizer>,
-    #[serde(default)]
-    grader: Option<Grader>,
-    #[serde(default)]
-    last: Vec<Option<f64>>,
-    #[serde(default)]
-    recurrences: Recurrences,
-    #[serde(default)]
-    known: KnownStates,
-}
-
-impl ThresholdedRepr {
-    /// Whether this is a snapshot of the grader (not of the older quantile
-    /// calibration, whose forest learnt unnormalised rows).
-    pub(crate) fn is_current(&self) -> bool {
-        self.normalizer.is_some() && self.grader.is_some()
-    }
-}
-
-impl TryFrom<ThresholdedRepr> for ThresholdedForest {
-    type Error = RcfError;
-
-    fn try_from(r: ThresholdedRepr) -> Result<Self, RcfError> {
-        let (Some(normalizer), Some(grader)) = (r.normalizer, r.grader) else {
-            return Err(RcfError::CorruptSnapshot {
-                reason: "a snapshot of the quantile calibration, from before the thresholded grader: rebuild it (the forest starts cold)",
-            });
-        };
-        if !grader.is_consistent() {
-            return Err(RcfError::CorruptSnapshot {
-                reason: "grader state is invalid",
-            });
-        }
-        if !normalizer.is_consistent() || normalizer.dims() != r.forest.config().input_dimensions {
-            return Err(RcfError::CorruptSnapshot {
-                reason: "input normalizer does not match the forest",
-            });
-        }
-        let dims = r.forest.config().input_dimensions;
-        let metrics = metrics_of(grader.config(), dims);
-        let last_ok = if grader.config().differences {
-            dims.is_multiple_of(2)
-                && r.last.len() == metrics
-                && r.last.iter().flatten().all(|x| x.is_finite())
-        } else {
-            r.last.is_empty()
-        };
-        if !last_ok {
-            return Err(RcfError::CorruptSnapshot {
-                reason: "the last values do not match the forest's inputs",
-            });
-        }
-        check_shapes(grader.config(), &r.recurrences, &r.forest)?;
-        if !r.known.is_consistent(r.forest.config().shingle_size) {
-            return Err(RcfError::CorruptSnapshot {
-                reason: "the known states hold more rows than a shingle",
-            });
-        }
-        Ok(Self {
-            forest: r.forest,
-            normalizer,
-            grader,
-            last: r.last,
-            recurrences: r.recurrences,
-            known: r.known,
-        })
-    }
-}
-
-/// With a memory of recurrences (`config.recurrence` > 0), the remembered
-/// events must fit `forest`'s points (snapshot restore, `regrade`).
-fn check_shapes(
-    config: &GraderConfig,
-    recurrences: &Recurrences,
-    forest: &Forest,
-) -> Result<(), RcfError> {
-    if config.recurrence > 0.0 && !recurrences.is_consistent(forest.config().dimensions()) {
-        return Err(RcfError::CorruptSnapshot {
-            reason: "the remembered events do not match the forest's inputs",
-        });
-    }
-    Ok(())
-}
-
-/// Metrics per row for a forest of `dims` inputs.
-fn metrics_of(config: &GraderConfig, dims: usize) -> usize {
-    if config.differences { dims / 2 } else { dims }
+    stuck: StuckRuns,
 }
 
 impl ThresholdedForest {
@@ -194,6 +109,7 @@ impl ThresholdedForest {
             last,
             recurrences: Recurrences::default(),
             known: KnownStates::default(),
+            stuck: StuckRuns::default(),
         })
     }
 
@@ -300,6 +216,7 @@ impl ThresholdedForest {
         let attribution = self.forest.attribute_and_update(&x)?;
         self.learn(row, wide);
         let key = self.known_key(wide);
+        let stuck = self.stuck_step(row, &x);
         let seen = self.forest.points_seen();
         // The point the forest scored: what an event opening here is
         // remembered by (copied only when recurrences are on).
@@ -308,7 +225,7 @@ impl ThresholdedForest {
         } else {
             Vec::new()
         };
-        Ok(self.verdict(attribution, seen, None, &shape, key))
+        Ok(self.verdict(attribution, seen, None, &shape, (key, stuck)))
     }
 
     /// `process` for another stream's `episode`: the forest and the
@@ -329,7 +246,8 @@ impl ThresholdedForest {
         let attribution = self.forest.attribute_and_update(&x)?;
         self.learn(row, wide);
         let seen = self.forest.points_seen();
-        Ok(self.verdict(attribution, seen, Some(episode), &[], None))
+        let none = (Stuck::default(), Direction::High);
+        Ok(self.verdict(attribution, seen, Some(episode), &[], (None, none)))
     }
 
     /// Grades `row` for `episode` without learning from it (forest,
@@ -372,7 +290,8 @@ impl ThresholdedForest {
             self.input(wide, &mut x);
             flat.extend_from_slice(&x);
             self.learn(row, wide);
-            keys.push(self.known_key(wide));
+            let key = self.known_key(wide);
+            keys.push((key, self.stuck_step(row, &x)));
         }
         let inputs: Vec<&[f64]> = flat.chunks_exact(m).collect();
         let (rows, points) = self.forest.attribute_and_update_batch_points(&inputs)?;
@@ -402,6 +321,17 @@ impl ThresholdedForest {
         self.known.push(wide, shingle)
     }
 
+    /// Advances each metric's run of equal values by the raw `row`; the
+    /// direction of a run that became stuck is where its value sits in the
+    /// normalised input `x`.
+    fn stuck_step(&mut self, row: &[f64], x: &[f64]) -> (Stuck, Direction) {
+        let stuck = self.stuck.push(row, self.grader.config());
+        let low = stuck
+            .opened
+            .is_some_and(|m| x.get(m).is_some_and(|&v| v < 0.0));
+        (stuck, if low { Direction::Low } else { Direction::High })
+    }
+
     /// Events are remembered by their shape (`GraderConfig::recurrence`).
     fn remembers(&self) -> bool {
         self.grader.config().recurrence > 0.0
@@ -417,18 +347,19 @@ impl ThresholdedForest {
     /// right after the row; `episode` is another stream's event, or `None`
     /// for the detector's own, whose recurrences are taken out by `shape`,
     /// the point the forest scored the row as (empty with recurrence off),
-    /// and its known states by `key`, the row's raw shingle.
+    /// its known states by `key`, the row's raw shingle, and its stuck
+    /// values by `stuck` (with the direction of one that became stuck).
     fn verdict(
         &mut self,
         attribution: DiVector,
         seen: u64,
         episode: Option<&mut Episode>,
         shape: &[f32],
-        key: Option<u64>,
+        (key, stuck): (Option<u64>, (Stuck, Direction)),
     ) -> Verdict {
         let score = attribution.total();
         // Shingle lags and each metric's change fold onto the metric.
-        let attribution = attribution.per_metric(self.metrics());
+        let mut attribution = attribution.per_metric(self.metrics());
         let horizon = self.grader.config().known_horizon;
         let own = episode.is_none();
         let g = if self.is_mature(seen) && score > 0.0 {
@@ -443,8 +374,20 @@ impl ThresholdedForest {
                     }
                     let opened = g.is_anomaly && !was_open;
                     let input = || shape.to_vec();
-                    self.recurrences
-                        .filter(g, opened, seen, input, self.grader.config())
+                    let g = self
+                        .recurrences
+                        .filter(g, opened, seen, input, self.grader.config());
+                    let (stuck, direction) = stuck;
+                    if let Some(m) = stuck.opened {
+                        // The frozen metric explains the row.
+                        attribution = DiVector::zeros(attribution.high.len());
+                        let side = match direction {
+                            Direction::High => &mut attribution.high,
+                            Direction::Low => &mut attribution.low,
+                        };
+                        side[m] = score;
+                    }
+                    StuckRuns::apply(g, stuck)
                 }
             }
         } else {
@@ -475,6 +418,7 @@ impl ThresholdedForest {
             + self.last.capacity() * 16
             + self.recurrences.heap_bytes()
             + self.known.heap_bytes()
+            + self.stuck.heap_bytes()
     }
 
     /// Serialises forest, normaliser and grader (JSON).

@@ -41,8 +41,10 @@ const BATCHES_AHEAD: usize = 4;
 /// normalised row (about 1 for ordinary rows, 0 while the forest fills) and
 /// `attribution` the metric and direction that explain most of the score,
 /// written `<column>_high` or `<column>_low` (empty during warm-up). `state`
-/// is `warmup` (nothing is graded yet), `anomaly` (flagged: a new event or a
-/// clear rise in one), `event` (a repeat of an open event: grade 0),
+/// is `warmup` (nothing is graded yet), `anomaly` (flagged: a new event, a
+/// clear rise in one, or a metric stuck at one value far longer than it
+/// ever sat before: grade 1, see `--stuck-run`), `event` (a repeat of an
+/// open event, or the rest of a stuck run: grade 0),
 /// `recurrence` (an event that opened on the shape of a recent one: a normal
 /// pattern coming back, not flagged; see `--recurrence`) or `normal`.
 ///
@@ -130,6 +132,18 @@ pub struct ScoreArgs {
     /// it off [default: 3000; at most 100000].
     #[arg(long)]
     pub known_horizon: Option<u64>,
+    /// A metric that repeats its last value for at least this many rows,
+    /// and for `--stuck-factor` times its longest earlier run, is stuck (a
+    /// frozen sensor reports ordinary values: only the run is new): an
+    /// event at grade 1, attributed to that metric, held while the value
+    /// holds. A metric that never changed is never stuck; 0 turns it off
+    /// [default: 8].
+    #[arg(long)]
+    pub stuck_run: Option<u32>,
+    /// How many times its longest earlier run a metric must repeat a value
+    /// to be stuck [default: 2].
+    #[arg(long)]
+    pub stuck_factor: Option<f64>,
     /// Tree nodes holding at least this many distinct points cache their
     /// bounding box (more memory, fewer leaf scans; scores do not change).
     #[arg(long, default_value_t = 6)]
@@ -332,6 +346,8 @@ fn build_detector(args: &ScoreArgs, metrics: usize) -> Result<ThresholdedForest>
             .recurrence_horizon
             .unwrap_or(defaults.recurrence_horizon),
         known_horizon: args.known_horizon.unwrap_or(defaults.known_horizon),
+        stuck_run: args.stuck_run.unwrap_or(defaults.stuck_run),
+        stuck_factor: args.stuck_factor.unwrap_or(defaults.stuck_factor),
         ..defaults
     };
     let shingle = args.shingle.unwrap_or(if metrics == 1 { 4 } else { 1 });

@@ -162,6 +162,47 @@ fn a_flat_stream_back_at_its_value_is_not_an_open_event() {
     assert!(count(&off, "event", 1010..1600) > 50, "{off}");
 }
 
+/// A noisy sensor that freezes at its last reading for 200 rows: by
+/// default its eighth equal row is an anomaly explained by that column and
+/// the rest of the run is the event; `--stuck-run 0` sees nothing in the
+/// run (every frozen reading is an ordinary value). A factor under 1 is
+/// refused by name.
+#[test]
+fn a_frozen_sensor_is_an_anomaly_and_its_run_the_event() {
+    let mut csv = String::from("ts,temp\n");
+    let mut frozen = String::new();
+    for t in 0..2000usize {
+        // A deterministic wobble that never repeats a reading exactly.
+        let v = format!("{:.3}", 60.0 + ((t * 7919) % 1009) as f64 / 400.0);
+        if t == 1500 {
+            frozen = v.clone();
+        }
+        let v = if (1500..1700).contains(&t) {
+            &frozen
+        } else {
+            &v
+        };
+        csv.push_str(&format!("{t},{v}\n"));
+    }
+    let run = |extra: &[&str]| score_on_one_thread(&csv, extra);
+    let (on, off) = (run(&[]), run(&["--stuck-run", "0"]));
+    let row = |out: &str, i: usize| out.lines().nth(i + 1).unwrap_or("").to_string();
+    let flagged = row(&on, 1507);
+    assert!(
+        flagged.starts_with("1507,1.0000,") && flagged.ends_with(",anomaly"),
+        "{flagged}"
+    );
+    assert!(flagged.contains(",temp_"), "{flagged}");
+    assert_eq!(count(&on, "event", 1508..1700), 192, "{on}");
+    // The first repeat is a step of 0, which this wobble never takes (the
+    // forest flags row 1,501 either way); the run itself it never sees.
+    assert_eq!(count(&off, "anomaly", 1502..1700), 0, "{off}");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let bad = args(&["--stuck-factor", "0.5"]);
+    let e = score_csv(&bad, csv.as_bytes(), &mut out, &mut err, None).expect_err("refused");
+    assert!(format!("{e:#}").contains("stuck_factor"), "{e:#}");
+}
+
 /// `forewarn score` with its defaults is the detector the stream benchmark
 /// measures (`evaluation::streams::detect`, `GraderConfig::default()`):
 /// the same grades, row for row, on streams of the corpus. (Its grader

@@ -1,0 +1,115 @@
+//! The detector's snapshot as decoded (`ThresholdedRepr`) and the checks a
+//! restored [`ThresholdedForest`] passes before it runs: every piece of
+//! state must fit the forest it was saved with.
+//!
+//! Part of `rcf::thresholded` (a child module, so it builds the detector
+//! from its private parts).
+
+use serde::Deserialize;
+
+use super::ThresholdedForest;
+use crate::grading::{Grader, GraderConfig, InputNormalizer, KnownStates, Recurrences, StuckRuns};
+use crate::rcf::{Forest, RcfError};
+
+/// A snapshot as decoded: a snapshot of the quantile calibration that came
+/// before the grader has neither `normalizer` nor `grader`.
+#[derive(Deserialize)]
+pub(crate) struct ThresholdedRepr {
+    pub(crate) forest: Forest,
+    #[serde(default)]
+    normalizer: Option<InputNormalizer>,
+    #[serde(default)]
+    grader: Option<Grader>,
+    #[serde(default)]
+    last: Vec<Option<f64>>,
+    #[serde(default)]
+    recurrences: Recurrences,
+    #[serde(default)]
+    known: KnownStates,
+    #[serde(default)]
+    stuck: StuckRuns,
+}
+
+impl ThresholdedRepr {
+    /// Whether this is a snapshot of the grader (not of the older quantile
+    /// calibration, whose forest learnt unnormalised rows).
+    pub(crate) fn is_current(&self) -> bool {
+        self.normalizer.is_some() && self.grader.is_some()
+    }
+}
+
+impl TryFrom<ThresholdedRepr> for ThresholdedForest {
+    type Error = RcfError;
+
+    fn try_from(r: ThresholdedRepr) -> Result<Self, RcfError> {
+        let (Some(normalizer), Some(grader)) = (r.normalizer, r.grader) else {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "a snapshot of the quantile calibration, from before the thresholded grader: rebuild it (the forest starts cold)",
+            });
+        };
+        if !grader.is_consistent() {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "grader state is invalid",
+            });
+        }
+        if !normalizer.is_consistent() || normalizer.dims() != r.forest.config().input_dimensions {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "input normalizer does not match the forest",
+            });
+        }
+        let dims = r.forest.config().input_dimensions;
+        let metrics = metrics_of(grader.config(), dims);
+        let last_ok = if grader.config().differences {
+            dims.is_multiple_of(2)
+                && r.last.len() == metrics
+                && r.last.iter().flatten().all(|x| x.is_finite())
+        } else {
+            r.last.is_empty()
+        };
+        if !last_ok {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "the last values do not match the forest's inputs",
+            });
+        }
+        check_shapes(grader.config(), &r.recurrences, &r.forest)?;
+        if !r.known.is_consistent(r.forest.config().shingle_size) {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "the known states hold more rows than a shingle",
+            });
+        }
+        if !r.stuck.is_consistent(metrics) {
+            return Err(RcfError::CorruptSnapshot {
+                reason: "the stuck values' runs do not match the metrics",
+            });
+        }
+        Ok(Self {
+            stuck: r.stuck,
+            forest: r.forest,
+            normalizer,
+            grader,
+            last: r.last,
+            recurrences: r.recurrences,
+            known: r.known,
+        })
+    }
+}
+
+/// With a memory of recurrences (`config.recurrence` > 0), the remembered
+/// events must fit `forest`'s points (snapshot restore, `regrade`).
+pub(super) fn check_shapes(
+    config: &GraderConfig,
+    recurrences: &Recurrences,
+    forest: &Forest,
+) -> Result<(), RcfError> {
+    if config.recurrence > 0.0 && !recurrences.is_consistent(forest.config().dimensions()) {
+        return Err(RcfError::CorruptSnapshot {
+            reason: "the remembered events do not match the forest's inputs",
+        });
+    }
+    Ok(())
+}
+
+/// Metrics per row for a forest of `dims` inputs.
+pub(super) fn metrics_of(config: &GraderConfig, dims: usize) -> usize {
+    if config.differences { dims / 2 } else { dims }
+}
