@@ -3,7 +3,7 @@
 //! first other value opened, an event on a stuck value stays one event, and
 //! the memory travels in snapshots and batches.
 
-use super::tests::forest;
+use super::tests::{assert_batches_and_snapshots_agree, forest};
 use super::*;
 use crate::grading::GraderConfig;
 
@@ -77,23 +77,7 @@ fn the_memory_travels_in_snapshots_and_batches_match_rows() {
     let mut one = detector(3_000);
     let mut batched = detector(3_000);
     let rows: Vec<Vec<f64>> = (0..1_200).map(|t| vec![health(t)]).collect();
-    let expected: Vec<Verdict> = rows[..1_100]
-        .iter()
-        .map(|r| one.process(r).expect("dims"))
-        .collect();
-    let mut got = Vec::new();
-    for chunk in rows[..1_100].chunks(256) {
-        got.extend(batched.process_batch(chunk).expect("dims"));
-    }
-    assert_eq!(got, expected);
-    let mut back = ThresholdedForest::from_json(&one.to_json().expect("json")).expect("restores");
-    for r in &rows[1_100..] {
-        assert_eq!(
-            one.process(r).expect("dims"),
-            back.process(r).expect("dims")
-        );
-    }
-    let v: serde_json::Value = serde_json::from_str(&one.to_json().expect("json")).expect("parse");
+    let v = assert_batches_and_snapshots_agree(&mut one, &mut batched, &rows, 1_100);
     let mut bad = v.clone();
     bad["known"]["rows"] = serde_json::json!([1, 2, 3, 4, 5]);
     let e = ThresholdedForest::from_json(&bad.to_string()).expect_err("five rows, shingle 4");

@@ -3,7 +3,7 @@
 //! its run outlasts the stream's habit, the frozen metric explains it, and
 //! the runs travel in snapshots and batches.
 
-use super::tests::forest;
+use super::tests::{assert_batches_and_snapshots_agree, forest};
 use super::*;
 use crate::grading::GraderConfig;
 use crate::rng::Xoshiro256PlusPlus;
@@ -80,25 +80,8 @@ fn runs_travel_in_snapshots_and_batches_match_rows() {
     let data = rows(2, 1);
     let mut one = detector(2, 8);
     let mut batched = detector(2, 8);
-    let expected: Vec<Verdict> = data[..1_204]
-        .iter()
-        .map(|r| one.process(r).expect("dims"))
-        .collect();
-    let mut got = Vec::new();
-    for chunk in data[..1_204].chunks(256) {
-        got.extend(batched.process_batch(chunk).expect("dims"));
-    }
-    assert_eq!(got, expected);
     // Restored mid-run, the run goes on from where it was.
-    let json = one.to_json().expect("json");
-    let mut back = ThresholdedForest::from_json(&json).expect("restores");
-    for r in &data[1_204..1_300] {
-        assert_eq!(
-            one.process(r).expect("dims"),
-            back.process(r).expect("dims")
-        );
-    }
-    let v: serde_json::Value = serde_json::from_str(&json).expect("parse");
+    let v = assert_batches_and_snapshots_agree(&mut one, &mut batched, &data[..1_300], 1_204);
     let mut bad = v.clone();
     bad["stuck"]["runs"] = serde_json::json!([{"value": 1.0, "rows": 3, "longest": 1}]);
     let e = ThresholdedForest::from_json(&bad.to_string()).expect_err("one run, two metrics");

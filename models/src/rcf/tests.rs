@@ -21,6 +21,36 @@ pub(super) fn forest(
         .expect("valid test config")
 }
 
+/// Runs `rows[..split]` through `one` row by row and through `batched`
+/// (built alike) in batches of 256: the verdicts must be equal. Then
+/// restores `one` from its snapshot and runs the rest through both: equal
+/// again. Returns that snapshot (JSON) for the caller's own checks.
+pub(super) fn assert_batches_and_snapshots_agree(
+    one: &mut ThresholdedForest,
+    batched: &mut ThresholdedForest,
+    rows: &[Vec<f64>],
+    split: usize,
+) -> serde_json::Value {
+    let expected: Vec<Verdict> = rows[..split]
+        .iter()
+        .map(|r| one.process(r).expect("dims"))
+        .collect();
+    let mut got = Vec::new();
+    for chunk in rows[..split].chunks(256) {
+        got.extend(batched.process_batch(chunk).expect("dims"));
+    }
+    assert_eq!(got, expected);
+    let json = one.to_json().expect("json");
+    let mut back = ThresholdedForest::from_json(&json).expect("restores");
+    for r in &rows[split..] {
+        assert_eq!(
+            one.process(r).expect("dims"),
+            back.process(r).expect("dims")
+        );
+    }
+    serde_json::from_str(&json).expect("parse")
+}
+
 pub(super) fn row(rng: &mut Xoshiro256PlusPlus, t: usize, dims: usize) -> Vec<f64> {
     (0..dims)
         .map(|j| (t as f64 / (10.0 + j as f64)).sin() * 5.0 + rng.next_gaussian() * 0.5)

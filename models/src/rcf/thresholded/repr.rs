@@ -1,13 +1,12 @@
 //! The detector's snapshot as decoded (`ThresholdedRepr`) and the checks a
-//! restored [`ThresholdedForest`] passes before it runs: every piece of
-//! state must fit the forest it was saved with.
+//! restored `ThresholdedForest` passes before it runs: every piece of state
+//! must fit the forest it was saved with.
 //!
-//! Part of `rcf::thresholded` (a child module, so it builds the detector
-//! from its private parts).
+//! Part of `rcf::thresholded`, which builds the detector from the checked
+//! [`Parts`]; this module does not know the detector.
 
 use serde::Deserialize;
 
-use super::ThresholdedForest;
 use crate::grading::{Grader, GraderConfig, InputNormalizer, KnownStates, Recurrences, StuckRuns};
 use crate::rcf::{Forest, RcfError};
 
@@ -38,10 +37,21 @@ impl ThresholdedRepr {
     }
 }
 
-impl TryFrom<ThresholdedRepr> for ThresholdedForest {
-    type Error = RcfError;
+/// A snapshot's pieces, each checked against the forest.
+pub(super) struct Parts {
+    pub(super) forest: Forest,
+    pub(super) normalizer: InputNormalizer,
+    pub(super) grader: Grader,
+    pub(super) last: Vec<Option<f64>>,
+    pub(super) recurrences: Recurrences,
+    pub(super) known: KnownStates,
+    pub(super) stuck: StuckRuns,
+}
 
-    fn try_from(r: ThresholdedRepr) -> Result<Self, RcfError> {
+impl ThresholdedRepr {
+    /// The pieces, once every one fits the forest it was saved with.
+    pub(super) fn into_parts(self) -> Result<Parts, RcfError> {
+        let r = self;
         let (Some(normalizer), Some(grader)) = (r.normalizer, r.grader) else {
             return Err(RcfError::CorruptSnapshot {
                 reason: "a snapshot of the quantile calibration, from before the thresholded grader: rebuild it (the forest starts cold)",
@@ -82,7 +92,7 @@ impl TryFrom<ThresholdedRepr> for ThresholdedForest {
                 reason: "the stuck values' runs do not match the metrics",
             });
         }
-        Ok(Self {
+        Ok(Parts {
             stuck: r.stuck,
             forest: r.forest,
             normalizer,
