@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p evaluation --bin streams -- --out DIR
 //!     [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen]
-//!     [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--seventh] [--no-differences] [--no-recurrence]
+//!     [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--seventh] [--eighth] [--no-differences] [--no-recurrence]
 //!     [--no-known] [--lower X] [--companions N]
 //! ```
 //!
@@ -25,14 +25,17 @@
 //! `--sixth` a sixth (`streams::sixth`, written before the known states and
 //! scored once after them, 2026-12-07) into `DIR/streams-sixth.md`,
 //! `--seventh` a seventh (`streams::seventh`, whole-number and repeating
-//! streams, unscored until the grade's next change is final) into
-//! `DIR/streams-seventh.md`. `--no-differences` grades the
+//! streams, written before the stuck values and scored once after them)
+//! into `DIR/streams-seventh.md`, `--eighth` an eighth (`streams::eighth`,
+//! unscored until the grade's next change is final) into
+//! `DIR/streams-eighth.md`. `--no-differences` grades the
 //! forest of the levels alone (the grader before 2026-12-06; `forewarn
 //! score --no-differences`); `--no-recurrence` flags events that repeat a
 //! recent one's shape too (`forewarn score --recurrence 0`, the grader
 //! before 2026-12-06's second change); `--no-known` leaves out the known
 //! states (`forewarn score --known-horizon 0`, the grader before
-//! 2026-12-07).
+//! 2026-12-07); `--no-stuck` the stuck values (`forewarn score
+//! --stuck-run 0`, before e7746f4).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,12 +44,12 @@ use std::time::Instant;
 use evaluation::streams::corpus::Stream;
 use evaluation::streams::scoring::{self, PROFILES, Windows};
 use evaluation::streams::{
-    Line, Scored, best_threshold, companions, compare, corpus, detect, fifth, fourth, fresh,
-    per_family, seventh, sixth, third, tune_thresholds, unseen,
+    Line, Scored, best_threshold, companions, compare, corpus, detect, eighth, fifth, fourth,
+    fresh, per_family, seventh, sixth, third, tune_thresholds, unseen,
 };
 use models::grading::GraderConfig;
 
-const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--seventh]
+const USAGE: &str = "usage: streams --out DIR [--tune-seeds 1,2,3] [--holdout-seeds 101,102] [--per-family 6] [--search] [--unseen] [--fresh] [--third] [--fourth] [--fifth] [--sixth] [--seventh] [--eighth]
                [--no-differences] [--no-recurrence] [--no-known] [--no-stuck] [--lower X]
                [--companions N]
 
@@ -68,6 +71,7 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
   --fifth            also score a fifth (streams-fifth.md and .json)
   --sixth            also score a sixth (streams-sixth.md and .json)
   --seventh          also score a seventh (streams-seventh.md and .json)
+  --eighth           also score an eighth (streams-eighth.md and .json)
   --no-differences   the grade's forest sees each value alone, without its
                      change since the row before (forewarn score's
                      --no-differences)
@@ -89,7 +93,7 @@ per cost profile chosen on the tuning seeds and scored on the held-out ones.
 type Corpus = fn(u64, usize) -> Vec<Stream>;
 
 /// The sets never tuned on, in report order: flag, output name, corpus.
-const SETS: [(&str, &str, Corpus); 7] = [
+const SETS: [(&str, &str, Corpus); 8] = [
     ("--unseen", "streams-unseen", unseen::corpus),
     ("--fresh", "streams-fresh", fresh::corpus),
     ("--third", "streams-third", third::corpus),
@@ -97,6 +101,7 @@ const SETS: [(&str, &str, Corpus); 7] = [
     ("--fifth", "streams-fifth", fifth::corpus),
     ("--sixth", "streams-sixth", sixth::corpus),
     ("--seventh", "streams-seventh", seventh::corpus),
+    ("--eighth", "streams-eighth", eighth::corpus),
 ];
 
 struct Args {

@@ -11,6 +11,7 @@
 pub mod companions;
 pub mod corpus;
 pub mod detect;
+pub mod eighth;
 pub mod fifth;
 pub mod fourth;
 pub mod fresh;
