@@ -22,23 +22,6 @@ mod repr;
 pub(crate) use repr::ThresholdedRepr;
 use repr::{check_shapes, metrics_of};
 
-impl TryFrom<ThresholdedRepr> for ThresholdedForest {
-    type Error = RcfError;
-
-    fn try_from(r: ThresholdedRepr) -> Result<Self, RcfError> {
-        let p = r.into_parts()?;
-        Ok(Self {
-            forest: p.forest,
-            normalizer: p.normalizer,
-            grader: p.grader,
-            last: p.last,
-            recurrences: p.recurrences,
-            known: p.known,
-            stuck: p.stuck,
-        })
-    }
-}
-
 /// Everything known about one row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
@@ -100,6 +83,23 @@ pub struct ThresholdedForest {
     /// Each metric's run of equal values (`grading::stuck`).
     #[serde(default)]
     stuck: StuckRuns,
+}
+
+impl TryFrom<ThresholdedRepr> for ThresholdedForest {
+    type Error = RcfError;
+
+    fn try_from(r: ThresholdedRepr) -> Result<Self, RcfError> {
+        let p = r.into_parts()?;
+        Ok(Self {
+            forest: p.forest,
+            normalizer: p.normalizer,
+            grader: p.grader,
+            last: p.last,
+            recurrences: p.recurrences,
+            known: p.known,
+            stuck: p.stuck,
+        })
+    }
 }
 
 impl ThresholdedForest {

@@ -51,8 +51,16 @@ pub(super) struct Parts {
 impl ThresholdedRepr {
     /// The pieces, once every one fits the forest it was saved with.
     pub(super) fn into_parts(self) -> Result<Parts, RcfError> {
-        let r = self;
-        let (Some(normalizer), Some(grader)) = (r.normalizer, r.grader) else {
+        let Self {
+            forest,
+            normalizer,
+            grader,
+            last,
+            recurrences,
+            known,
+            stuck,
+        } = self;
+        let (Some(normalizer), Some(grader)) = (normalizer, grader) else {
             return Err(RcfError::CorruptSnapshot {
                 reason: "a snapshot of the quantile calibration, from before the thresholded grader: rebuild it (the forest starts cold)",
             });
@@ -62,44 +70,44 @@ impl ThresholdedRepr {
                 reason: "grader state is invalid",
             });
         }
-        if !normalizer.is_consistent() || normalizer.dims() != r.forest.config().input_dimensions {
+        if !normalizer.is_consistent() || normalizer.dims() != forest.config().input_dimensions {
             return Err(RcfError::CorruptSnapshot {
                 reason: "input normalizer does not match the forest",
             });
         }
-        let dims = r.forest.config().input_dimensions;
+        let dims = forest.config().input_dimensions;
         let metrics = metrics_of(grader.config(), dims);
         let last_ok = if grader.config().differences {
             dims.is_multiple_of(2)
-                && r.last.len() == metrics
-                && r.last.iter().flatten().all(|x| x.is_finite())
+                && last.len() == metrics
+                && last.iter().flatten().all(|x| x.is_finite())
         } else {
-            r.last.is_empty()
+            last.is_empty()
         };
         if !last_ok {
             return Err(RcfError::CorruptSnapshot {
                 reason: "the last values do not match the forest's inputs",
             });
         }
-        check_shapes(grader.config(), &r.recurrences, &r.forest)?;
-        if !r.known.is_consistent(r.forest.config().shingle_size) {
+        check_shapes(grader.config(), &recurrences, &forest)?;
+        if !known.is_consistent(forest.config().shingle_size) {
             return Err(RcfError::CorruptSnapshot {
                 reason: "the known states hold more rows than a shingle",
             });
         }
-        if !r.stuck.is_consistent(metrics) {
+        if !stuck.is_consistent(metrics) {
             return Err(RcfError::CorruptSnapshot {
                 reason: "the stuck values' runs do not match the metrics",
             });
         }
         Ok(Parts {
-            stuck: r.stuck,
-            forest: r.forest,
+            forest,
             normalizer,
             grader,
-            last: r.last,
-            recurrences: r.recurrences,
-            known: r.known,
+            last,
+            recurrences,
+            known,
+            stuck,
         })
     }
 }
