@@ -62,8 +62,9 @@ pub struct GraderConfig {
     pub known_horizon: u64,
     /// A metric repeating its last value for at least this many rows, and
     /// for `stuck_factor` times its longest earlier run, is stuck: an event
-    /// at grade 1 (`grading::stuck`). 0 turns it off; snapshots from before
-    /// it have it off.
+    /// at grade 1 (`grading::stuck`; judged once the metric has ended
+    /// `grading::MIN_ENDED_RUNS` runs). 0 turns it off; snapshots from
+    /// before it have it off.
     #[serde(default)]
     pub stuck_run: u32,
     /// How many times its longest earlier run a metric must repeat a value

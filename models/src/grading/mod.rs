@@ -36,9 +36,9 @@
 //!
 //! 6. **Stuck values** ([`StuckRuns`], single streams only): a metric
 //!    that repeats its last value for `stuck_run` rows and `stuck_factor`
-//!    times its longest earlier run opens an event at grade 1, held while
-//!    the value holds: a frozen sensor reports ordinary values, only the
-//!    run is new.
+//!    times its longest earlier run (once it has ended [`MIN_ENDED_RUNS`]
+//!    runs) opens an event at grade 1, held while the value holds: a
+//!    frozen sensor reports ordinary values, only the run is new.
 //!
 //! Until `warmup` scores have been learnt nothing is graded and the grade
 //! says so (`warming_up`). Everything is arithmetic on the inputs in order:
@@ -63,7 +63,7 @@ pub use known::KnownStates;
 pub use normalize::{InputNormalizer, NORMALIZED_LIMIT};
 pub use recurrence::{Recurrences, SHAPES};
 pub use state::{Episode, ScoreStats};
-pub use stuck::{Stuck, StuckRuns};
+pub use stuck::{MIN_ENDED_RUNS, Stuck, StuckRuns};
 
 /// Grades `score` against `stats` for the stream whose event is `episode`
 /// (without learning the score: see [`ScoreStats::learn`]).

@@ -11,8 +11,9 @@
 //! `stuck_run` rows and `stuck_factor` times that longest run: a noisy
 //! metric that never repeated is stuck after `stuck_run` equal rows, a
 //! whole-number metric that sat for 40 rows before after `stuck_factor`
-//! × 40. A metric that has never changed has no run to compare with and
-//! is never stuck (a constant stream is that stream's nature).
+//! × 40. A metric that has ended fewer than 16 runs has no habit to compare
+//! with and is never stuck (a constant is that stream's nature; a setting
+//! that changed twice and then held is not a frozen sensor).
 //!
 //! The row a run becomes stuck on is flagged at grade 1, opening an event
 //! or rising in the open one (an event already open may have another
@@ -29,6 +30,11 @@ use serde::{Deserialize, Serialize};
 use super::config::GraderConfig;
 use super::grade::Grade;
 
+/// Runs a metric must have ended before its runs are judged: with fewer,
+/// its longest says little about its habit (a setting that changed twice
+/// and then held is not a frozen sensor).
+pub const MIN_ENDED_RUNS: u64 = 16;
+
 /// One metric's run of equal values.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 struct Run {
@@ -38,6 +44,9 @@ struct Run {
     rows: u64,
     /// Longest run that has ended (0 while the metric has never changed).
     longest: u64,
+    /// Runs that have ended.
+    #[serde(default)]
+    ended: u64,
 }
 
 /// What one row's runs say.
@@ -74,15 +83,13 @@ impl StuckRuns {
             } else {
                 if run.value.is_some() {
                     run.longest = run.longest.max(run.rows);
+                    run.ended = run.ended.saturating_add(1);
                 }
-                *run = Run {
-                    value: Some(x),
-                    rows: 1,
-                    longest: run.longest,
-                };
+                run.value = Some(x);
+                run.rows = 1;
                 continue;
             }
-            let Some(limit) = limit(run.longest, config) else {
+            let Some(limit) = limit(run, config) else {
                 continue;
             };
             if run.rows == limit {
@@ -135,13 +142,13 @@ impl StuckRuns {
     }
 }
 
-/// The run length at which a metric whose longest ended run is `longest`
-/// is stuck (`None` while it has never changed).
-fn limit(longest: u64, config: &GraderConfig) -> Option<u64> {
-    if longest == 0 {
+/// The run length at which `run`'s metric is stuck (`None` until it has
+/// ended [`MIN_ENDED_RUNS`] runs).
+fn limit(run: &Run, config: &GraderConfig) -> Option<u64> {
+    if run.ended < MIN_ENDED_RUNS {
         return None;
     }
-    let scaled = (config.stuck_factor * longest as f64).ceil() as u64;
+    let scaled = (config.stuck_factor * run.longest as f64).ceil() as u64;
     Some(u64::from(config.stuck_run).max(scaled))
 }
 
@@ -205,6 +212,21 @@ mod tests {
         let mut runs = StuckRuns::default();
         let (opened, held) = feed(&mut runs, &[1.0; 500], &config);
         assert!(opened.is_empty() && held == 0);
+        // A setting that ended 15 runs of 10 rows, then held far longer: not
+        // judged; after 16 runs a hold of twice the longest is stuck.
+        let setting = |changes: u32, hold: usize| -> Vec<f64> {
+            let mut v = Vec::new();
+            for k in 0..=changes {
+                v.extend(std::iter::repeat_n(f64::from(k), 10));
+            }
+            v.truncate(10 * changes as usize);
+            v.extend(std::iter::repeat_n(99.0, hold));
+            v
+        };
+        let mut runs = StuckRuns::default();
+        assert_eq!(feed(&mut runs, &setting(15, 500), &config), (Vec::new(), 0));
+        let mut runs = StuckRuns::default();
+        assert_eq!(feed(&mut runs, &setting(16, 30), &config).0, [160 + 19]);
         // Missing values neither extend nor end a run.
         let mut runs = StuckRuns::default();
         let mut values: Vec<f64> = (0..20).map(f64::from).collect();

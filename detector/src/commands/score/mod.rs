@@ -136,8 +136,8 @@ pub struct ScoreArgs {
     /// and for `--stuck-factor` times its longest earlier run, is stuck (a
     /// frozen sensor reports ordinary values: only the run is new): an
     /// event at grade 1, attributed to that metric, held while the value
-    /// holds. A metric that never changed is never stuck; 0 turns it off
-    /// [default: 8].
+    /// holds. A metric that has changed value fewer than 16 times is never
+    /// stuck; 0 turns it off [default: 8].
     #[arg(long)]
     pub stuck_run: Option<u32>,
     /// How many times its longest earlier run a metric must repeat a value
