@@ -318,25 +318,19 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<(), String> {
+    // Each `--no-…` flag turns its rule off; the rest are the defaults.
+    let d = GraderConfig::default();
     let grading = GraderConfig {
         differences: !args.no_differences,
         recurrence: if args.no_recurrence {
             0.0
         } else {
-            GraderConfig::default().recurrence
+            d.recurrence
         },
-        lower: args.lower.unwrap_or(GraderConfig::default().lower),
-        known_horizon: if args.no_known {
-            0
-        } else {
-            GraderConfig::default().known_horizon
-        },
-        stuck_run: if args.no_stuck {
-            0
-        } else {
-            GraderConfig::default().stuck_run
-        },
-        ..GraderConfig::default()
+        lower: args.lower.unwrap_or(d.lower),
+        known_horizon: if args.no_known { 0 } else { d.known_horizon },
+        stuck_run: if args.no_stuck { 0 } else { d.stuck_run },
+        ..d
     };
     let started = Instant::now();
     let tune = run_seeds(&args.tune, args, &grading, corpus::corpus)?;

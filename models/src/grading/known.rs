@@ -24,6 +24,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use features::hash::{fnv1a, fnv1a_keyed};
 use serde::{Deserialize, Serialize};
 
 use super::grade::Grade;
@@ -60,23 +61,19 @@ enum Known {
     Recurring,
 }
 
-/// One 64-bit mix step (splitmix64's finaliser): fixed, so snapshots
-/// written by one build match another's.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
+/// A raw row's stable hash (`features::hash`, the project's hash for
+/// whatever is kept or decides behaviour: these keys go into snapshots):
+/// FNV-1a over each value's bits, streamed value by value from the offset
+/// basis (the hash of nothing).
 fn hash_row(row: &[f64]) -> u64 {
-    row.iter().fold(0x9e37_79b9_7f4a_7c15, |h, &x| {
+    row.iter().fold(fnv1a(&[]), |h, &x| {
         // Every NaN is the same missing value; -0 is 0.
         let bits = if x.is_nan() {
             u64::MAX
         } else {
             (x + 0.0).to_bits()
         };
-        mix(h ^ bits).rotate_left(17)
+        fnv1a_keyed(h, &bits.to_le_bytes())
     })
 }
 
@@ -91,7 +88,7 @@ impl KnownStates {
         (self.rows.len() == shingle.max(1)).then(|| {
             self.rows
                 .iter()
-                .fold(0x51_7cc1_b727_220a, |h, &r| mix(h ^ r))
+                .fold(fnv1a(&[]), |h, &r| fnv1a_keyed(h, &r.to_le_bytes()))
         })
     }
 

@@ -102,6 +102,17 @@ impl TryFrom<ThresholdedRepr> for ThresholdedForest {
     }
 }
 
+/// What a single stream's own memories make of one row before it is
+/// graded (`ThresholdedForest::marks`); another stream's rows have none.
+#[derive(Debug, Clone, Copy, Default)]
+struct Marks {
+    /// The raw shingle's key for the known states.
+    key: Option<u64>,
+    stuck: Stuck,
+    /// A run that became stuck lies below its metric's running mean.
+    low: bool,
+}
+
 impl ThresholdedForest {
     /// `forest` must take `config.forest_dimensions(metrics)` inputs.
     pub fn new(forest: Forest, config: GraderConfig) -> Result<Self, RcfError> {
@@ -232,8 +243,7 @@ impl ThresholdedForest {
         self.input(wide, &mut x);
         let attribution = self.forest.attribute_and_update(&x)?;
         self.learn(row, wide);
-        let key = self.known_key(wide);
-        let stuck = self.stuck_step(row, &x);
+        let marks = self.marks(row, wide, &x);
         let seen = self.forest.points_seen();
         // The point the forest scored: what an event opening here is
         // remembered by (copied only when recurrences are on).
@@ -242,7 +252,7 @@ impl ThresholdedForest {
         } else {
             Vec::new()
         };
-        Ok(self.verdict(attribution, seen, None, &shape, (key, stuck)))
+        Ok(self.verdict(attribution, seen, None, &shape, marks))
     }
 
     /// `process` for another stream's `episode`: the forest and the
@@ -263,8 +273,8 @@ impl ThresholdedForest {
         let attribution = self.forest.attribute_and_update(&x)?;
         self.learn(row, wide);
         let seen = self.forest.points_seen();
-        let none = (Stuck::default(), Direction::High);
-        Ok(self.verdict(attribution, seen, Some(episode), &[], (None, none)))
+        let marks = Marks::default();
+        Ok(self.verdict(attribution, seen, Some(episode), &[], marks))
     }
 
     /// Grades `row` for `episode` without learning from it (forest,
@@ -299,7 +309,7 @@ impl ThresholdedForest {
         let m = self.forest.config().input_dimensions;
         let mut flat = Vec::with_capacity(rows.len() * m);
         let (mut buf, mut x) = (Vec::with_capacity(m), Vec::with_capacity(m));
-        let mut keys = Vec::with_capacity(rows.len());
+        let mut marks = Vec::with_capacity(rows.len());
         for row in rows {
             let row = row.as_ref();
             self.check(row)?;
@@ -307,8 +317,7 @@ impl ThresholdedForest {
             self.input(wide, &mut x);
             flat.extend_from_slice(&x);
             self.learn(row, wide);
-            let key = self.known_key(wide);
-            keys.push((key, self.stuck_step(row, &x)));
+            marks.push(self.marks(row, wide, &x));
         }
         let inputs: Vec<&[f64]> = flat.chunks_exact(m).collect();
         let (rows, points) = self.forest.attribute_and_update_batch_points(&inputs)?;
@@ -323,30 +332,27 @@ impl ThresholdedForest {
                 } else {
                     &[]
                 };
-                self.verdict(attribution, seen, None, shape, keys[i])
+                self.verdict(attribution, seen, None, shape, marks[i])
             })
             .collect())
     }
 
-    /// The raw shingle's key for the known states (`None` with them off or
-    /// before a shingle has filled).
-    fn known_key(&mut self, wide: &[f64]) -> Option<u64> {
-        if self.grader.config().known_horizon == 0 {
-            return None;
-        }
-        let shingle = self.forest.config().shingle_size;
-        self.known.push(wide, shingle)
-    }
-
-    /// Advances each metric's run of equal values by the raw `row`; the
-    /// direction of a run that became stuck is where its value sits in the
-    /// normalised input `x`.
-    fn stuck_step(&mut self, row: &[f64], x: &[f64]) -> (Stuck, Direction) {
+    /// Takes `row` (raw), `wide` (widened) and `x` (as the forest sees it)
+    /// into the single stream's own memories, in row order: the raw
+    /// shingle's key for the known states (`None` with them off or before a
+    /// shingle has filled) and each metric's run of equal values.
+    fn marks(&mut self, row: &[f64], wide: &[f64], x: &[f64]) -> Marks {
+        let key = if self.grader.config().known_horizon == 0 {
+            None
+        } else {
+            self.known.push(wide, self.forest.config().shingle_size)
+        };
         let stuck = self.stuck.push(row, self.grader.config());
+        // A run that became stuck sits on the side of its normalised value.
         let low = stuck
             .opened
             .is_some_and(|m| x.get(m).is_some_and(|&v| v < 0.0));
-        (stuck, if low { Direction::Low } else { Direction::High })
+        Marks { key, stuck, low }
     }
 
     /// Events are remembered by their shape (`GraderConfig::recurrence`).
@@ -364,16 +370,16 @@ impl ThresholdedForest {
     /// right after the row; `episode` is another stream's event, or `None`
     /// for the detector's own, whose recurrences are taken out by `shape`,
     /// the point the forest scored the row as (empty with recurrence off),
-    /// its known states by `key`, the row's raw shingle, and its stuck
-    /// values by `stuck` (with the direction of one that became stuck).
+    /// and its known states and stuck values by `marks`.
     fn verdict(
         &mut self,
         attribution: DiVector,
         seen: u64,
         episode: Option<&mut Episode>,
         shape: &[f32],
-        (key, stuck): (Option<u64>, (Stuck, Direction)),
+        marks: Marks,
     ) -> Verdict {
+        let Marks { key, stuck, low } = marks;
         let score = attribution.total();
         // Shingle lags and each metric's change fold onto the metric.
         let mut attribution = attribution.per_metric(self.metrics());
@@ -394,13 +400,13 @@ impl ThresholdedForest {
                     let g = self
                         .recurrences
                         .filter(g, opened, seen, input, self.grader.config());
-                    let (stuck, direction) = stuck;
                     if let Some(m) = stuck.opened {
                         // The frozen metric explains the row.
                         attribution = DiVector::zeros(attribution.high.len());
-                        let side = match direction {
-                            Direction::High => &mut attribution.high,
-                            Direction::Low => &mut attribution.low,
+                        let side = if low {
+                            &mut attribution.low
+                        } else {
+                            &mut attribution.high
                         };
                         side[m] = score;
                     }
