@@ -26,6 +26,8 @@ mod alert_thread;
 pub mod alerting;
 pub mod buffers;
 mod feed;
+#[cfg(test)]
+mod frozen_tests;
 mod grade_slot;
 pub mod handle;
 mod parts;

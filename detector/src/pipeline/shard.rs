@@ -16,6 +16,7 @@ use models::failure::FailureModel;
 use super::grade_slot::GradeSlot;
 use crate::assess::anomaly::{AnomalyModel, AnomalyRead, SCORE_EVERY};
 use crate::assess::change::ChangeDetector;
+use crate::assess::frozen::FrozenWatch;
 use crate::assess::predict::Predictor;
 use crate::assess::rules::{self, HARD_XIDS};
 use crate::assess::thermal_hold::ThermalHold;
@@ -98,6 +99,9 @@ pub struct Shard {
     /// Hot readings under load, held through idle spells.
     #[serde(default)]
     thermal: ThermalHold,
+    /// Readings that stopped changing (a frozen exporter, a stuck sensor).
+    #[serde(default)]
+    frozen: FrozenWatch,
     #[serde(skip)]
     events: Vec<FeatureEvent>,
     #[serde(skip)]
@@ -121,6 +125,7 @@ impl Shard {
             predict: Predictor::new(None),
             change: ChangeDetector::default(),
             thermal: ThermalHold::default(),
+            frozen: FrozenWatch::default(),
             events: Vec::new(),
             rows: Vec::new(),
             export: None,
@@ -163,6 +168,7 @@ impl Shard {
         self.predict.evict(gpu);
         self.change.evict(gpu);
         self.thermal.evict(gpu);
+        self.frozen.evict(gpu);
     }
 
     /// Every GPU with state and the event time of its newest sample.
@@ -186,6 +192,7 @@ impl Shard {
             + self.predict.heap_bytes()
             + self.change.heap_bytes()
             + self.thermal.heap_bytes()
+            + self.frozen.heap_bytes()
             + self.hard.len() * 96
             + self.topo.len() * 64
     }
@@ -382,6 +389,7 @@ impl Shard {
         rules::evaluate(row, hard_xid, warm, &mut components, &mut reasons);
         let crossed = self.change.assess(row, warm, &mut components, &mut reasons);
         self.thermal.apply(row, &mut components, &mut reasons);
+        self.frozen.apply(row, &mut components, &mut reasons);
         if components[Kind::HardFailure as usize] >= 1.0
             && hard_xid.is_none()
             && !self.hard.contains_key(&row.gpu)
@@ -421,7 +429,9 @@ impl Shard {
         // slowdown), or a repeat of an anomaly it already raised, keeps
         // its grade but raises no anomaly alert.
         if grade > 0.0 && !slot.read.explained && !slot.read.repeat {
-            components[Kind::Anomaly as usize] = grade * 0.6;
+            // (A frozen reading may have set it already: the larger holds.)
+            let c = &mut components[Kind::Anomaly as usize];
+            *c = c.max(grade * 0.6);
             if let Some(w) = slot.read.why.clone() {
                 reasons.push((Kind::Anomaly, w));
             }

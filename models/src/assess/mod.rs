@@ -11,6 +11,8 @@
 //!   its own baseline, thresholds from the alert budgets;
 //! - a hot reading under load held through idle spells
 //!   ([`thermal_hold`]): idle is no news about the cooling;
+//! - readings that stopped changing while samples keep coming
+//!   ([`frozen`]): an exporter repeating its last sample, a stuck sensor;
 //! - the anomaly grade of a streaming random cut forest over the
 //!   workload-aware columns ([`anomaly`]).
 //!
@@ -24,6 +26,7 @@
 pub mod anomaly;
 pub mod anomaly_repeat;
 pub mod change;
+pub mod frozen;
 pub mod predict;
 pub mod rules;
 pub mod thermal_hold;
@@ -47,7 +50,8 @@ pub enum Kind {
     PcieErrors,
     /// Slower than its job peers.
     Straggler,
-    /// Unlike itself and its peers, by the random cut forest.
+    /// Unlike itself and its peers, by the random cut forest; or its
+    /// readings froze ([`frozen`]).
     Anomaly,
     /// The supervised failure model expects a failure within its horizon
     /// and no degradation signal corroborates a cause.
