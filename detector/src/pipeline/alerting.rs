@@ -269,7 +269,7 @@ fn summary_of(a: &Assessment, kind: Kind, reasons: &[Reason]) -> String {
         Kind::HbmEccTrend => "HBM memory degrading",
         Kind::ThermalDegradation => "running hotter than expected at its load",
         Kind::NvlinkErrors => "NVLink errors rising",
-        Kind::PcieErrors => "PCIe replays rising",
+        Kind::PcieErrors => "PCIe link degrading",
         Kind::Straggler => "straggling behind its job peers",
         Kind::Anomaly => "behaving unlike itself and its peers",
         Kind::FailurePredicted => "likely to fail soon, by the failure model",

@@ -6,48 +6,25 @@
 //! swings); the exporter's resolves when it comes back an hour later; no
 //! other GPU gets such a reason.
 
-use std::sync::{Arc, Mutex};
-
 use alerts::{AlertEvent, Severity, Status};
-use datasets::simulator::{SimConfig, Simulator};
+use datasets::simulator::SimConfig;
 use features::{Field, Sample};
 
-use super::AlertSink;
+use super::test_support::{Capture, sim_ticks};
 use crate::commands::backtest::run_pipeline;
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<AlertEvent>>>);
-
-impl AlertSink for Capture {
-    fn deliver(&mut self, events: &[AlertEvent], _: i64) -> anyhow::Result<()> {
-        let mut v = self.0.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
-        v.extend_from_slice(events);
-        Ok(())
-    }
-}
 
 const FREEZE_MS: i64 = 2 * 3_600_000;
 /// The exporter comes back an hour later.
 const THAW_MS: i64 = 3 * 3_600_000;
 
 fn ticks() -> Vec<Vec<Sample>> {
-    let mut sim = Simulator::new(SimConfig {
+    sim_ticks(SimConfig {
         gpus: 32,
         hours: 4.0,
         seed: 23,
         failure_rate_per_gpu_day: 0.0,
         ..SimConfig::default()
     })
-    .expect("sim");
-    let mut out = Vec::new();
-    loop {
-        let mut tick = Vec::new();
-        if sim.next_tick(&mut tick).is_none() {
-            break;
-        }
-        out.push(tick);
-    }
-    out
 }
 
 /// The GPU whose power swings most after the freeze (in a job's phases),
@@ -101,7 +78,7 @@ fn a_frozen_exporter_and_a_stuck_sensor_each_warn_once_naming_the_reading() {
         Ok(())
     })
     .expect("pipeline");
-    let events = sink.0.lock().expect("lock").clone();
+    let events = sink.all();
     let frozen_reason = |e: &AlertEvent, signal: &str| {
         e.reasons.first().is_some_and(|r| {
             r.signal == signal

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use alerts::{AlertEngine, AlertEvent};
-use datasets::simulator::{SimConfig, Simulator};
+use datasets::simulator::SimConfig;
 use features::Sample;
 
 use super::alerting::AlertStage;
@@ -35,23 +35,13 @@ impl Capture {
 }
 
 fn fleet() -> Vec<Vec<Sample>> {
-    let mut sim = Simulator::new(SimConfig {
+    super::test_support::sim_ticks(SimConfig {
         gpus: 96,
         hours: 12.0,
         seed: 5,
         failure_rate_per_gpu_day: 0.4,
         ..SimConfig::default()
     })
-    .expect("sim");
-    let mut ticks = Vec::new();
-    loop {
-        let mut out = Vec::new();
-        if sim.next_tick(&mut out).is_none() {
-            break;
-        }
-        ticks.push(out);
-    }
-    ticks
 }
 
 /// The default config and a 2-shard pipeline config (also used by the

@@ -17,6 +17,7 @@ use super::grade_slot::GradeSlot;
 use crate::assess::anomaly::{AnomalyModel, AnomalyRead, SCORE_EVERY};
 use crate::assess::change::ChangeDetector;
 use crate::assess::frozen::FrozenWatch;
+use crate::assess::link::LinkWatch;
 use crate::assess::predict::Predictor;
 use crate::assess::rules::{self, HARD_XIDS};
 use crate::assess::thermal_hold::ThermalHold;
@@ -102,6 +103,9 @@ pub struct Shard {
     /// Readings that stopped changing (a frozen exporter, a stuck sensor).
     #[serde(default)]
     frozen: FrozenWatch,
+    /// Each GPU's usual PCIe link width.
+    #[serde(default)]
+    link: LinkWatch,
     #[serde(skip)]
     events: Vec<FeatureEvent>,
     #[serde(skip)]
@@ -126,6 +130,7 @@ impl Shard {
             change: ChangeDetector::default(),
             thermal: ThermalHold::default(),
             frozen: FrozenWatch::default(),
+            link: LinkWatch::default(),
             events: Vec::new(),
             rows: Vec::new(),
             export: None,
@@ -169,6 +174,7 @@ impl Shard {
         self.change.evict(gpu);
         self.thermal.evict(gpu);
         self.frozen.evict(gpu);
+        self.link.evict(gpu);
     }
 
     /// Every GPU with state and the event time of its newest sample.
@@ -193,6 +199,7 @@ impl Shard {
             + self.change.heap_bytes()
             + self.thermal.heap_bytes()
             + self.frozen.heap_bytes()
+            + self.link.heap_bytes()
             + self.hard.len() * 96
             + self.topo.len() * 64
     }
@@ -387,6 +394,7 @@ impl Shard {
             .insert(self.first_ts_ms.map_or(row.ts_ms, |f| f.min(row.ts_ms)));
         let warm = row.ts_ms - first >= WARM_UP_MS;
         rules::evaluate(row, hard_xid, warm, &mut components, &mut reasons);
+        self.link.apply(row, warm, &mut components, &mut reasons);
         let crossed = self.change.assess(row, warm, &mut components, &mut reasons);
         self.thermal.apply(row, &mut components, &mut reasons);
         self.frozen.apply(row, &mut components, &mut reasons);

@@ -8,31 +8,15 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use alerts::{AlertEngine, AlertEvent};
-use datasets::simulator::{SimConfig, Simulator};
+use datasets::simulator::SimConfig;
 use features::Sample;
 
 use super::alerting::AlertStage;
 use super::restart_tests::test_config;
 use super::shard::{Shard, shard_of};
-use super::{AlertSink, Pipeline, PipelineConfig};
+use super::test_support::{Capture, sim_ticks};
+use super::{Pipeline, PipelineConfig};
 use crate::checkpoint::{CheckpointStore, Offsets, PartitionKey, PartitionStore};
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<AlertEvent>>>);
-
-impl AlertSink for Capture {
-    fn deliver(&mut self, events: &[AlertEvent], _: i64) -> anyhow::Result<()> {
-        let mut v = self.0.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
-        v.extend_from_slice(events);
-        Ok(())
-    }
-}
-
-impl Capture {
-    fn take(&self) -> Vec<AlertEvent> {
-        std::mem::take(&mut *self.0.lock().expect("lock"))
-    }
-}
 
 fn key(p: i32) -> PartitionKey {
     ("telemetry".into(), p)
@@ -44,23 +28,13 @@ fn part_of(s: &Sample) -> i32 {
 }
 
 fn fleet(hours: f64) -> Vec<Vec<Sample>> {
-    let mut sim = Simulator::new(SimConfig {
+    sim_ticks(SimConfig {
         gpus: 96,
         hours,
         seed: 11,
         failure_rate_per_gpu_day: 0.5,
         ..SimConfig::default()
     })
-    .expect("sim");
-    let mut ticks = Vec::new();
-    loop {
-        let mut out = Vec::new();
-        if sim.next_tick(&mut out).is_none() {
-            break;
-        }
-        ticks.push(out);
-    }
-    ticks
 }
 
 /// One instance: a pipeline with a checkpoint directory of its own and the
@@ -413,7 +387,7 @@ fn partitions_assigned_straight_back_keep_their_alerts() {
     for t in &ticks[..split] {
         c.feed(t, &[0, 1]);
     }
-    let open_before = c.sink.0.lock().expect("lock").len();
+    let open_before = c.sink.all().len();
     assert!(open_before > 0, "alerts before the rebalance");
     // Revoke all, then the same assignment: settled with nothing moved.
     c.p.flush().expect("flush");

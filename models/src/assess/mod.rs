@@ -11,6 +11,7 @@
 //!   its own baseline, thresholds from the alert budgets;
 //! - a hot reading under load held through idle spells
 //!   ([`thermal_hold`]): idle is no news about the cooling;
+//! - a PCIe link narrower than the GPU has run at ([`link`]);
 //! - readings that stopped changing while samples keep coming
 //!   ([`frozen`]): an exporter repeating its last sample, a stuck sensor;
 //! - the anomaly grade of a streaming random cut forest over the
@@ -27,6 +28,7 @@ pub mod anomaly;
 pub mod anomaly_repeat;
 pub mod change;
 pub mod frozen;
+pub mod link;
 pub mod predict;
 pub mod rules;
 pub mod thermal_hold;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use alerts::{AlertEngine, AlertEvent};
+use alerts::AlertEngine;
 use datasets::simulator::{SimConfig, Simulator};
 use rdkafka::ClientConfig;
 use rdkafka::mocking::MockCluster;
@@ -20,30 +20,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::{CheckpointPolicy, KafkaSettings, PartitionUnits};
 use crate::checkpoint::{CheckpointStore, Offsets, PartitionKey, PartitionStore};
+use crate::pipeline::Pipeline;
 use crate::pipeline::alerting::AlertStage;
 use crate::pipeline::shard::shard_of;
-use crate::pipeline::{AlertSink, Pipeline};
+use crate::pipeline::test_support::Capture;
 use crate::sources::DeadLetters;
 use crate::state::{SharedState, State};
 
 const TOPIC: &str = "telemetry";
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<AlertEvent>>>);
-
-impl AlertSink for Capture {
-    fn deliver(&mut self, events: &[AlertEvent], _: i64) -> anyhow::Result<()> {
-        let mut v = self.0.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
-        v.extend_from_slice(events);
-        Ok(())
-    }
-}
-
-impl Capture {
-    fn all(&self) -> Vec<AlertEvent> {
-        self.0.lock().expect("lock").clone()
-    }
-}
 
 fn key(p: i32) -> PartitionKey {
     (TOPIC.into(), p)
