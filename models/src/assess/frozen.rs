@@ -4,15 +4,23 @@
 //!
 //! Two faults make a GPU look healthy while nothing is measured:
 //! - an exporter (or DCGM behind it) that serves its last values again and
-//!   again: every reading repeats, with fresh timestamps. The energy
-//!   counter shows it beyond doubt: a powered GPU's grows at every sample,
-//!   busy or idle, so its rate reads exactly 0 only when nothing is read.
-//!   Without an energy counter, the board power does, when DCGM reports it
-//!   finer than a watt (milliwatts on data-centre boards: it moves at every
-//!   sample); a reading in whole watts can hold still on an idle board, so
-//!   it is not judged;
-//! - a temperature sensor stuck at one reading while the GPU's power swings
-//!   by [`POWER_SWING_W`] or more: a cooling fault would not show.
+//!   again: every reading repeats, with fresh timestamps. Judged by the
+//!   energy counter standing still (a powered GPU's grows between two
+//!   collections, busy or idle) while the power repeats one reading over
+//!   the same span — energy alone can stall on its own (MIG instances have
+//!   reported stale energy while the power moved). Without a recent energy
+//!   reading, by the board power alone, when DCGM reports it finer than a
+//!   watt (milliwatts on data-centre boards: it moves at every sample); a
+//!   reading in whole watts can hold still on an idle board, so it is not
+//!   judged alone;
+//! - a temperature sensor stuck at one reading while the GPU's power, smoothed
+//!   over [`SMOOTH_MS`], has risen by [`SWING_OF_LIMIT`] of its power limit
+//!   (at least [`MIN_SWING_W`]; [`SWING_W`] when the limit is unknown) over
+//!   its lowest since the reading began and stayed up for [`SETTLE_MS`]:
+//!   a cooling fault would not show. Only a held rise counts (a burst is
+//!   smoothed away; after a fall a cooling GPU's reading rests at its idle
+//!   floor), and rows with a thermal clock event start afresh (a GPU held
+//!   at its temperature target by its clocks reads flat).
 //!
 //! A reading is judged only once it has changed [`MIN_CHANGES`] times on
 //! this GPU (a field an exporter fills with a constant, such as a power
@@ -44,9 +52,24 @@ pub const MIN_CHANGES: u32 = 16;
 /// A longer gap between readings ends a run without counting a change.
 pub const GAP_MS: i64 = 5 * 60_000;
 
-/// The power swing, W, over which a temperature reading cannot hold still
-/// (a liquid-cooled board's 0.03 °C/W makes it 3 °C).
-pub const POWER_SWING_W: f32 = 100.0;
+/// The smoothed power's swing, as a share of the board's power limit, over
+/// which a temperature reading cannot hold still (30 % of a 700 W board is
+/// 210 W: 6 °C at a liquid-cooled 0.03 °C/W).
+pub const SWING_OF_LIMIT: f32 = 0.3;
+
+/// The smallest swing judged, W (a 70 W board's 30 % is 21 W).
+pub const MIN_SWING_W: f32 = 20.0;
+
+/// The swing judged when the power limit is unknown, W.
+pub const SWING_W: f32 = 100.0;
+
+/// Time constant of the power smoothing: a burst of a minute moves it by a
+/// fifth of its height, a new load level by two thirds in 5 min.
+pub const SMOOTH_MS: i64 = 5 * 60_000;
+
+/// How long a temperature must hold after the swing: its heat sink settles
+/// in minutes.
+pub const SETTLE_MS: i64 = 10 * 60_000;
 
 /// The anomaly component of a frozen GPU: over the default policy's
 /// `fire_at` (0.45), so it warns once that holds for the rule's `for`.
@@ -54,6 +77,7 @@ pub const FROZEN_RISK: f32 = 0.6;
 
 /// One reading's current run of equal values.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 struct Run {
     /// The value's bits (exact equality; no NaN is ever stored).
     bits: u32,
@@ -107,19 +131,66 @@ impl Run {
     fn minutes(&self) -> i64 {
         (self.last_ms - self.start_ms) / 60_000
     }
+
+    /// The reading moves on this GPU and was read lately.
+    fn known(&self, ts: i64) -> bool {
+        self.live && self.changes >= MIN_CHANGES && ts - self.last_ms <= GAP_MS
+    }
 }
 
-/// One GPU's runs, and the power range seen during the temperature's run.
+/// One GPU's runs, and its smoothed power over the temperature's run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 struct Runs {
     /// The energy counter's rate, W (0 exactly when the counter stands).
     energy: Run,
     power: Run,
     temp: Run,
-    power_lo: f32,
-    power_hi: f32,
     /// The power has been read finer than a watt.
     fine_power: bool,
+    /// Smoothed power, W, and the time of its last reading.
+    smooth: f32,
+    smooth_ms: i64,
+    /// The smoothed power's lowest since the temperature's run (or the
+    /// last thermal clock event) began, and since when it has stood the
+    /// swing above that.
+    lo: f32,
+    swung_ms: Option<i64>,
+}
+
+impl Runs {
+    /// Smooths `power` in and follows its rise over the run's lowest;
+    /// `need` is the swing, W.
+    fn track_power(&mut self, power: f32, ts: i64, restart: bool, need: f32) {
+        if power.is_finite() {
+            let dt = (ts - self.smooth_ms).max(0) as f32;
+            let keep = if self.smooth_ms == 0 || !self.smooth.is_finite() {
+                0.0
+            } else {
+                (-dt / SMOOTH_MS as f32).exp()
+            };
+            self.smooth = keep * self.smooth + (1.0 - keep) * power;
+            self.smooth_ms = ts;
+        }
+        if restart {
+            // No power read yet: the range starts with the first reading.
+            let at = if self.smooth_ms == 0 {
+                f32::NAN
+            } else {
+                self.smooth
+            };
+            (self.lo, self.swung_ms) = (at, None);
+        } else if self.smooth_ms != 0 {
+            self.lo = self.lo.min(self.smooth);
+        }
+        // A rise held, not a burst (smoothed) nor a fall (a cooling GPU's
+        // reading settles at its idle floor).
+        if self.smooth - self.lo >= need {
+            self.swung_ms.get_or_insert(ts);
+        } else {
+            self.swung_ms = None;
+        }
+    }
 }
 
 /// Per GPU: its power and temperature readings' runs.
@@ -142,33 +213,46 @@ impl FrozenWatch {
         if !power.is_finite() && !temp.is_finite() && !energy.is_finite() {
             return;
         }
+        let ts = row.ts_ms;
         let r = self.gpus.entry(row.gpu.clone()).or_default();
-        r.energy.push(energy, row.ts_ms);
-        if r.power.push(power, row.ts_ms) && power.fract() != 0.0 {
+        r.energy.push(energy, ts);
+        if r.power.push(power, ts) && power.fract() != 0.0 {
             r.fine_power = true;
         }
-        if r.temp.push(temp, row.ts_ms) {
-            // The power range over the temperature's run (`f32::min` and
-            // `max` pass over a missing reading).
-            if r.temp.samples == 1 {
-                (r.power_lo, r.power_hi) = (power, power);
-            } else {
-                r.power_lo = r.power_lo.min(power);
-                r.power_hi = r.power_hi.max(power);
-            }
-        }
+        let new_temp_run = r.temp.push(temp, ts) && r.temp.samples == 1;
+        let throttled = row.get(Col::ThrottleThermal) >= 1.0;
+        // The board's limit from the power and its share of it.
+        let frac = row.get(Col::PowerFrac);
+        let need = if frac.is_finite() && frac > 0.0 && power.is_finite() {
+            (SWING_OF_LIMIT * power / frac).max(MIN_SWING_W)
+        } else {
+            SWING_W
+        };
+        r.track_power(power, ts, new_temp_run || throttled, need);
+        let reads = if power.is_finite() {
+            format!(" (power reads {power:.1} W)")
+        } else {
+            String::new()
+        };
         let stopped = "the GPU's telemetry has stopped updating";
-        let evidence = if r.energy.frozen() && r.energy.value() == 0.0 {
-            Evidence {
-                signal: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION".to_string(),
-                detail: format!(
-                    "energy counter unchanged over {} samples in {} min (power reads {power:.1} W): {stopped}",
-                    r.energy.samples,
-                    r.energy.minutes()
-                ),
+        let power_held = r.power.samples >= MIN_SAMPLES
+            && r.power.last_ms - r.power.start_ms >= FROZEN_MS
+            && r.power.last_ms == ts;
+        let evidence = if r.energy.known(ts) {
+            if !(r.energy.frozen() && r.energy.value() == 0.0 && power_held) {
+                None
+            } else {
+                Some(Evidence {
+                    signal: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION".to_string(),
+                    detail: format!(
+                        "energy counter unchanged over {} samples in {} min{reads}: {stopped}",
+                        r.energy.samples,
+                        r.energy.minutes()
+                    ),
+                })
             }
-        } else if !r.energy.live && r.fine_power && r.power.frozen() {
-            Evidence {
+        } else if r.fine_power && r.power.frozen() && r.power.last_ms == ts {
+            Some(Evidence {
                 signal: "DCGM_FI_DEV_POWER_USAGE".to_string(),
                 detail: format!(
                     "power {:.3} W unchanged over {} samples in {} min: {stopped}",
@@ -176,19 +260,24 @@ impl FrozenWatch {
                     r.power.samples,
                     r.power.minutes()
                 ),
-            }
-        } else if r.temp.frozen() && r.power_hi - r.power_lo >= POWER_SWING_W {
-            Evidence {
+            })
+        } else {
+            None
+        };
+        let evidence = evidence.or_else(|| {
+            let settled = r.swung_ms.is_some_and(|at| ts - at >= SETTLE_MS);
+            (r.temp.frozen() && r.temp.last_ms == ts && settled).then(|| Evidence {
                 signal: "DCGM_FI_DEV_GPU_TEMP".to_string(),
                 detail: format!(
-                    "temperature stuck at {:.0} °C for {} min while power moved {:.0}–{:.0} W: the sensor is not reading",
+                    "temperature stuck at {:.0} °C for {} min while power rose from {:.0} to {:.0} W: the sensor is not reading",
                     r.temp.value(),
                     r.temp.minutes(),
-                    r.power_lo,
-                    r.power_hi
+                    r.lo,
+                    r.smooth
                 ),
-            }
-        } else {
+            })
+        });
+        let Some(evidence) = evidence else {
             return;
         };
         let c = &mut components[Kind::Anomaly as usize];

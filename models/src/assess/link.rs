@@ -13,9 +13,12 @@
 //! narrow from the start is the installer's to find (`nvidia-smi -q`).
 //!
 //! The component is [`NARROW_RISK`] of `pcie_errors` (a warning after the
-//! kind's `for`, never a page); it resolves once the link is back at its
-//! width, or a lower width has held for [`NEW_NORMAL_MS`] (a link
-//! renegotiated on purpose is the new width, and the warning said it).
+//! kind's `for`, never a page), held for [`HOLD_MS`] after the last narrow
+//! reading (a marginal riser that bounces between widths must not reset
+//! the warning's wait at every wide row); it resolves once the link has
+//! been back at its width that long, or a lower width has held for
+//! [`NEW_NORMAL_MS`] (a link renegotiated on purpose is the new width, and
+//! the warning said it).
 
 use std::collections::HashMap;
 
@@ -32,11 +35,15 @@ pub const ESTABLISHED_SAMPLES: u32 = 20;
 /// policy's `fire_at` (0.5), under a page.
 pub const NARROW_RISK: f32 = 0.6;
 
+/// How long a narrow reading holds the warning through wide ones.
+pub const HOLD_MS: i64 = 15 * 60_000;
+
 /// How long a narrower width is news before it is the GPU's width.
 pub const NEW_NORMAL_MS: i64 = 7 * 24 * 3_600_000;
 
 /// One GPU's link history.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 struct Link {
     /// The widest width reported for [`ESTABLISHED_SAMPLES`] samples.
     usual: f32,
@@ -45,6 +52,8 @@ struct Link {
     run: u32,
     /// When the link first read narrower than `usual` in this spell.
     narrow_since_ms: Option<i64>,
+    /// The last narrow reading: its time and width.
+    last_narrow: Option<(i64, f32)>,
 }
 
 /// Per GPU: its usual link width and any narrower spell.
@@ -78,19 +87,30 @@ impl LinkWatch {
         if l.run >= ESTABLISHED_SAMPLES && width > l.usual {
             l.usual = width;
         }
-        if width >= l.usual {
-            l.narrow_since_ms = None;
-            return;
-        }
-        let since = *l.narrow_since_ms.get_or_insert(row.ts_ms);
-        if row.ts_ms - since >= NEW_NORMAL_MS {
+        let ts = row.ts_ms;
+        let narrow = if width < l.usual {
+            l.last_narrow = Some((ts, width));
+            width
+        } else {
+            match l.last_narrow {
+                // Back at its width, lately narrow: held.
+                Some((at, w)) if ts - at < HOLD_MS => w,
+                _ => {
+                    (l.narrow_since_ms, l.last_narrow) = (None, None);
+                    return;
+                }
+            }
+        };
+        let since = *l.narrow_since_ms.get_or_insert(ts);
+        if width < l.usual && ts - since >= NEW_NORMAL_MS {
             // Renegotiated for good: the narrower width is the GPU's now.
-            (l.usual, l.narrow_since_ms) = (width, None);
+            (l.usual, l.narrow_since_ms, l.last_narrow) = (width, None, None);
             return;
         }
         if !warm {
             return;
         }
+        let lost = 1.0 - narrow / l.usual;
         let c = &mut components[Kind::PcieErrors as usize];
         *c = c.max(NARROW_RISK);
         reasons.push((
@@ -98,9 +118,10 @@ impl LinkWatch {
             Evidence {
                 signal: "DCGM_FI_DEV_PCIE_LINK_WIDTH".to_string(),
                 detail: format!(
-                    "PCIe link at x{width:.0}, down from x{:.0} for {} min: half the lanes or more lost (a failing slot, riser or cable)",
+                    "PCIe link at x{narrow:.0}, down from x{:.0} for {} min: {:.0} % of its lanes lost (a failing slot, riser or cable)",
                     l.usual,
-                    (row.ts_ms - since) / 60_000
+                    (ts - since) / 60_000,
+                    100.0 * lost
                 ),
             },
         ));
@@ -153,13 +174,17 @@ mod tests {
         let (c, why) = judge(&mut w, &row(60, 8.0));
         assert_eq!(c, NARROW_RISK);
         assert!(
-            why[0].starts_with("PCIe link at x8, down from x16"),
+            why[0].starts_with("PCIe link at x8, down from x16 for 0 min: 50 % of its lanes lost"),
             "{why:?}"
         );
         assert_eq!(judge(&mut w, &row(90, 8.0)).0, NARROW_RISK);
-        // A missing reading says nothing; back at x16, nothing.
+        // A missing reading or a width of 0 says nothing; back at x16, the
+        // warning holds for a quarter hour, then clears.
         assert_eq!(judge(&mut w, &row(91, f32::NAN)).0, 0.0);
-        assert_eq!(judge(&mut w, &row(92, 16.0)).0, 0.0);
+        assert_eq!(judge(&mut w, &row(91, 0.0)).0, 0.0);
+        assert_eq!(judge(&mut w, &row(92, 16.0)).0, NARROW_RISK);
+        assert_eq!(judge(&mut w, &row(90 + HOLD_MS / 60_000, 16.0)).0, 0.0);
+        assert_eq!(judge(&mut w, &row(120, 16.0)).0, 0.0);
         // In the pipeline's warm-up the width is learnt, not judged.
         let (mut c, mut reasons) = ([0.0f32; KINDS], Vec::new());
         w.apply(&row(93, 8.0), false, &mut c, &mut reasons);
@@ -182,6 +207,31 @@ mod tests {
             assert_eq!(judge(&mut w, &row(m, 16.0)).0, 0.0);
         }
         assert_eq!(judge(&mut w, &row(130, 8.0)).0, NARROW_RISK);
+    }
+
+    #[test]
+    fn a_link_bouncing_between_widths_keeps_its_warning() {
+        // A marginal riser: x8 and x16 in turn every other minute, an
+        // alert's 5-minute wait must not restart at each wide row.
+        let mut w = LinkWatch::default();
+        for m in 0..30 {
+            judge(&mut w, &row(m, 16.0));
+        }
+        for m in 30..60 {
+            let width = if m % 2 == 0 { 8.0 } else { 16.0 };
+            let (c, why) = judge(&mut w, &row(m, width));
+            assert_eq!(c, NARROW_RISK, "minute {m}");
+            assert!(
+                why[0].starts_with("PCIe link at x8, down from x16"),
+                "{why:?}"
+            );
+        }
+        // x12 of x16: a quarter lost.
+        let (_, why) = judge(&mut w, &row(60, 12.0));
+        assert!(
+            why[0].contains("at x12, down from x16 for 30 min: 25 %"),
+            "{why:?}"
+        );
     }
 
     #[test]
