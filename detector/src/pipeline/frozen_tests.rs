@@ -4,7 +4,8 @@
 //! Each gets one `anomaly` warning naming the reading, a quarter hour plus
 //! the policy's `for` after the freeze (the sensor's once its power
 //! swings); the exporter's resolves when it comes back an hour later; no
-//! other GPU gets such a reason.
+//! other GPU gets such a reason. A whole host's exporter hanging is one
+//! alert on the host.
 
 use alerts::{AlertEvent, Severity, Status};
 use datasets::simulator::SimConfig;
@@ -130,4 +131,55 @@ fn a_frozen_exporter_and_a_stuck_sensor_each_warn_once_naming_the_reading() {
         })
         .collect();
     assert!(others.is_empty(), "{others:#?}");
+}
+
+#[test]
+fn a_whole_hosts_frozen_exporter_is_one_host_alert() {
+    // dcgm-exporter serves every GPU of its host: when it hangs, all of
+    // them freeze at once. The correlation stage folds their warnings into
+    // one alert on the host.
+    let mut ticks = ticks();
+    let start = ticks[0][0].ts_ms;
+    let host = ticks[0][0].topo.host.clone().expect("host");
+    let mut last: std::collections::HashMap<String, Sample> = Default::default();
+    for s in ticks.iter_mut().flatten() {
+        if s.topo.host.as_ref() != Some(&host) {
+            continue;
+        }
+        if s.ts_ms >= start + FREEZE_MS
+            && let Some(l) = last.get(&*s.gpu)
+        {
+            s.metrics = l.metrics.clone();
+        } else {
+            last.insert(s.gpu.to_string(), s.clone());
+        }
+    }
+    let (cfg, _) = super::restart_tests::test_config(7);
+    let sink = Capture::default();
+    run_pipeline(&cfg, None, Box::new(sink.clone()), None, |_, send| {
+        for t in ticks {
+            send(t)?;
+        }
+        Ok(())
+    })
+    .expect("pipeline");
+    let firing: Vec<_> = sink
+        .all()
+        .into_iter()
+        .filter(|e| e.status == Status::Firing && e.kind == "anomaly")
+        .collect();
+    let summary: Vec<_> = firing
+        .iter()
+        .map(|e| (format!("{:?}", e.scope), e.dedup_key.clone()))
+        .collect();
+    assert_eq!(firing.len(), 1, "{summary:#?}");
+    let e = &firing[0];
+    assert_eq!(e.scope, alerts::Scope::Host, "{summary:#?}");
+    assert_eq!(e.labels.get("host").map(String::as_str), Some(&*host));
+    // Its summary quotes the strongest member: the reading that froze.
+    assert!(
+        e.summary.contains("telemetry has stopped updating"),
+        "{}",
+        e.summary
+    );
 }
