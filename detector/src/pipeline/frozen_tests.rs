@@ -51,6 +51,20 @@ fn pick(ticks: &[Vec<Sample>], start: i64) -> (String, String) {
     (stuck, frozen)
 }
 
+/// The alert events of the default pipeline over `ticks`.
+fn alerts_of(ticks: Vec<Vec<Sample>>) -> Vec<AlertEvent> {
+    let (cfg, _) = super::restart_tests::test_config(7);
+    let sink = Capture::default();
+    run_pipeline(&cfg, None, Box::new(sink.clone()), None, |_, send| {
+        for t in ticks {
+            send(t)?;
+        }
+        Ok(())
+    })
+    .expect("pipeline");
+    sink.all()
+}
+
 #[test]
 fn a_frozen_exporter_and_a_stuck_sensor_each_warn_once_naming_the_reading() {
     let mut ticks = ticks();
@@ -70,16 +84,7 @@ fn a_frozen_exporter_and_a_stuck_sensor_each_warn_once_naming_the_reading() {
             s.metrics.set(Field::GpuTemp, t);
         }
     }
-    let (cfg, _) = super::restart_tests::test_config(7);
-    let sink = Capture::default();
-    run_pipeline(&cfg, None, Box::new(sink.clone()), None, |_, send| {
-        for t in ticks {
-            send(t)?;
-        }
-        Ok(())
-    })
-    .expect("pipeline");
-    let events = sink.all();
+    let events = alerts_of(ticks);
     let frozen_reason = |e: &AlertEvent, signal: &str| {
         e.reasons.first().is_some_and(|r| {
             r.signal == signal
@@ -154,17 +159,7 @@ fn a_whole_hosts_frozen_exporter_is_one_host_alert() {
             last.insert(s.gpu.to_string(), s.clone());
         }
     }
-    let (cfg, _) = super::restart_tests::test_config(7);
-    let sink = Capture::default();
-    run_pipeline(&cfg, None, Box::new(sink.clone()), None, |_, send| {
-        for t in ticks {
-            send(t)?;
-        }
-        Ok(())
-    })
-    .expect("pipeline");
-    let firing: Vec<_> = sink
-        .all()
+    let firing: Vec<_> = alerts_of(ticks)
         .into_iter()
         .filter(|e| e.status == Status::Firing && e.kind == "anomaly")
         .collect();

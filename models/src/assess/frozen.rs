@@ -86,8 +86,6 @@ struct Run {
     samples: u32,
     /// Times the value changed, saturating.
     changes: u32,
-    /// Whether a run has begun.
-    live: bool,
 }
 
 impl Run {
@@ -98,8 +96,8 @@ impl Run {
         }
         let bits = v.to_bits();
         let gap = ts - self.last_ms > GAP_MS;
-        if !self.live || gap || bits != self.bits {
-            if self.live && !gap && bits != self.bits {
+        if !self.live() || gap || bits != self.bits {
+            if self.live() && !gap && bits != self.bits {
                 self.changes = self.changes.saturating_add(1);
             }
             *self = Run {
@@ -108,7 +106,6 @@ impl Run {
                 last_ms: ts,
                 samples: 1,
                 changes: self.changes,
-                live: true,
             };
         } else {
             self.last_ms = ts;
@@ -117,11 +114,19 @@ impl Run {
         true
     }
 
+    /// A run has begun (every run holds its first sample).
+    fn live(&self) -> bool {
+        self.samples > 0
+    }
+
+    /// One value has held for [`FROZEN_MS`] over [`MIN_SAMPLES`] samples.
+    fn held(&self) -> bool {
+        self.samples >= MIN_SAMPLES && self.last_ms - self.start_ms >= FROZEN_MS
+    }
+
+    /// Held, on a reading that moves on this GPU.
     fn frozen(&self) -> bool {
-        self.live
-            && self.changes >= MIN_CHANGES
-            && self.samples >= MIN_SAMPLES
-            && self.last_ms - self.start_ms >= FROZEN_MS
+        self.changes >= MIN_CHANGES && self.held()
     }
 
     fn value(&self) -> f32 {
@@ -134,7 +139,7 @@ impl Run {
 
     /// The reading moves on this GPU and was read lately.
     fn known(&self, ts: i64) -> bool {
-        self.live && self.changes >= MIN_CHANGES && ts - self.last_ms <= GAP_MS
+        self.changes >= MIN_CHANGES && self.live() && ts - self.last_ms <= GAP_MS
     }
 }
 
@@ -229,30 +234,22 @@ impl FrozenWatch {
             SWING_W
         };
         r.track_power(power, ts, new_temp_run || throttled, need);
-        let reads = if power.is_finite() {
-            format!(" (power reads {power:.1} W)")
-        } else {
-            String::new()
-        };
         let stopped = "the GPU's telemetry has stopped updating";
-        let power_held = r.power.samples >= MIN_SAMPLES
-            && r.power.last_ms - r.power.start_ms >= FROZEN_MS
-            && r.power.last_ms == ts;
+        // Each reading judged on a row that carries it.
+        let (power_now, temp_now) = (r.power.last_ms == ts, r.temp.last_ms == ts);
         let evidence = if r.energy.known(ts) {
-            if !(r.energy.frozen() && r.energy.value() == 0.0 && power_held) {
-                None
-            } else {
-                Some(Evidence {
+            (r.energy.frozen() && r.energy.value() == 0.0 && power_now && r.power.held()).then(|| {
+                Evidence {
                     signal: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION".to_string(),
                     detail: format!(
-                        "energy counter unchanged over {} samples in {} min{reads}: {stopped}",
+                        "energy counter unchanged over {} samples in {} min (power reads {power:.1} W): {stopped}",
                         r.energy.samples,
                         r.energy.minutes()
                     ),
-                })
-            }
-        } else if r.fine_power && r.power.frozen() && r.power.last_ms == ts {
-            Some(Evidence {
+                }
+            })
+        } else {
+            (r.fine_power && r.power.frozen() && power_now).then(|| Evidence {
                 signal: "DCGM_FI_DEV_POWER_USAGE".to_string(),
                 detail: format!(
                     "power {:.3} W unchanged over {} samples in {} min: {stopped}",
@@ -261,12 +258,10 @@ impl FrozenWatch {
                     r.power.minutes()
                 ),
             })
-        } else {
-            None
         };
         let evidence = evidence.or_else(|| {
             let settled = r.swung_ms.is_some_and(|at| ts - at >= SETTLE_MS);
-            (r.temp.frozen() && r.temp.last_ms == ts && settled).then(|| Evidence {
+            (r.temp.frozen() && temp_now && settled).then(|| Evidence {
                 signal: "DCGM_FI_DEV_GPU_TEMP".to_string(),
                 detail: format!(
                     "temperature stuck at {:.0} °C for {} min while power rose from {:.0} to {:.0} W: the sensor is not reading",
