@@ -139,6 +139,13 @@ pub struct SimConfig {
     /// names do) instead of `train-…` / `infer-…`: phases then come from
     /// the load alone, as without labels, while the job peers remain.
     pub opaque_job_names: bool,
+    /// Mean size of a healthy GPU's background error bursts: 1 (the
+    /// default) logs background errors one at a time (Poisson counts);
+    /// above 1 they come in bursts of that mean size (geometric: a PCIe
+    /// link retrain's replays, a weak cell read again and again) at the
+    /// same long-run rate, so counts are overdispersed (variance ≈ 2m − 1
+    /// times the mean). Precursors are untouched.
+    pub background_burst: f64,
 }
 
 impl Default for SimConfig {
@@ -159,6 +166,7 @@ impl Default for SimConfig {
             rack_incident: false,
             job_labels: true,
             opaque_job_names: false,
+            background_burst: 1.0,
         }
     }
 }
@@ -219,6 +227,13 @@ impl SimConfig {
             return Err(invalid(
                 "hosts_per_rack",
                 format!("must be in 1..=64, got {}", self.hosts_per_rack),
+            ));
+        }
+        let b = self.background_burst;
+        if !b.is_finite() || !(1.0..=1_000.0).contains(&b) {
+            return Err(invalid(
+                "background_burst",
+                format!("must be in [1, 1000], got {b}"),
             ));
         }
         if self.racks_per_cluster == 0 || self.racks_per_cluster > 10_000 {

@@ -235,7 +235,10 @@ impl Simulator {
             inlet_c,
             labels: plans.labels,
             events,
-            env: Env::new(cfg.interval_s),
+            env: Env {
+                bg_burst: cfg.background_burst,
+                ..Env::new(cfg.interval_s)
+            },
             noise: SimRng::stream(seed, Stream::Noise),
             dirty: cfg
                 .dirty

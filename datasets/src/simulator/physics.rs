@@ -36,6 +36,8 @@ pub(crate) struct Env {
     /// 1 − e^(−dt/τ) for the die and the HBM.
     pub alpha_die: f64,
     pub alpha_mem: f64,
+    /// Mean size of background error bursts (`SimConfig::background_burst`).
+    pub bg_burst: f64,
 }
 
 impl Env {
@@ -48,6 +50,7 @@ impl Env {
             dt_h: dt_s / 3_600.0,
             alpha_die: 1.0 - (-dt_s / TAU_DIE_S).exp(),
             alpha_mem: 1.0 - (-dt_s / TAU_MEM_S).exp(),
+            bg_burst: 1.0,
         }
     }
 }
@@ -273,20 +276,23 @@ impl GpuState {
         };
         self.c.energy_mj += (power * env.dt_s * 1_000.0) as u64;
 
-        // Background errors: one draw decides whether any counter moves.
+        // Background errors: one draw decides whether any counter moves
+        // (bursts of `bg_burst` errors on average, as often less often).
         let traffic = 0.3 + 0.7 * d.traffic;
-        let p_sbe = self.bg_sbe * env.dt_h;
-        let p_pcie = self.bg_pcie * env.dt_h * traffic;
-        let p_nvl = self.bg_nvlink * env.dt_h * traffic;
+        let per_burst = env.dt_h / env.bg_burst;
+        let p_sbe = self.bg_sbe * per_burst;
+        let p_pcie = self.bg_pcie * per_burst * traffic;
+        let p_nvl = self.bg_nvlink * per_burst * traffic;
         let u = rng.f64();
         if u < p_sbe + p_pcie + p_nvl {
+            let n = rng.geometric(env.bg_burst);
             if u < p_sbe {
-                self.c.sbe_vol += 1;
-                self.c.sbe_agg += 1;
+                self.c.sbe_vol += n;
+                self.c.sbe_agg += n;
             } else if u < p_sbe + p_pcie {
-                self.c.pcie_replay += 1;
+                self.c.pcie_replay += n;
             } else {
-                self.nvlink_background(((u - p_sbe - p_pcie) / p_nvl).min(1.0));
+                self.nvlink_background(((u - p_sbe - p_pcie) / p_nvl).min(1.0), n);
             }
         }
         if d.app_xid != 0 {

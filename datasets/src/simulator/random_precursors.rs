@@ -139,17 +139,18 @@ pub(crate) fn draw_backgrounds(seed: u64, slots: &mut [GpuState]) {
 }
 
 impl GpuState {
-    /// One background NVLink error; `x` in [0, 1] picks its counter (the
-    /// draw that decided there was one, rescaled: no extra draw).
-    pub(crate) fn nvlink_background(&mut self, x: f64) {
+    /// `n` background NVLink errors (one burst); `x` in [0, 1] picks their
+    /// counter (the draw that decided there was one, rescaled: no extra
+    /// draw).
+    pub(crate) fn nvlink_background(&mut self, x: f64, n: u64) {
         let c = &mut self.c;
         match self.bg_nvlink_mix {
-            Some([data, ..]) if x < data => c.nvlink_data += 1,
-            Some([data, replay, _]) if x < data + replay => c.nvlink_replay += 1,
+            Some([data, ..]) if x < data => c.nvlink_data += n,
+            Some([data, replay, _]) if x < data + replay => c.nvlink_replay += n,
             Some([data, replay, recovery]) if x < data + replay + recovery => {
-                c.nvlink_recovery += 1
+                c.nvlink_recovery += n
             }
-            _ => c.nvlink_flit += 1,
+            _ => c.nvlink_flit += n,
         }
     }
 }

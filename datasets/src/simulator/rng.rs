@@ -140,6 +140,16 @@ impl SimRng {
         (mean + mean.sqrt() * self.normal()).round().max(0.0) as u64
     }
 
+    /// A burst size ≥ 1 with the given mean (geometric; 1 when the mean is
+    /// 1 or less, without a draw).
+    pub fn geometric(&mut self, mean: f64) -> u64 {
+        if mean <= 1.0 || !mean.is_finite() {
+            return 1;
+        }
+        let u = 1.0 - self.f64();
+        1 + (u.ln() / (1.0 - 1.0 / mean).ln()).floor().min(1e9) as u64
+    }
+
     /// Index picked with probability proportional to `weights`; the last
     /// index when all weights are zero.
     pub fn weighted(&mut self, weights: &[f64]) -> usize {

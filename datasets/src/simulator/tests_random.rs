@@ -188,3 +188,51 @@ fn a_step_precursor_shows_in_the_counters_from_onset() {
         "2 h before onset {before}, after {after}"
     );
 }
+
+#[test]
+fn background_bursts_keep_the_rate_and_overdisperse_the_counts() {
+    // Healthy GPUs only: PCIe replays over the run, three reduced fleets.
+    let counts = |burst: f64| {
+        let (mut total, mut largest_step) = (0.0, 0.0f64);
+        for seed in 3..=5 {
+            let (sim, samples) = super::tests::run(SimConfig {
+                hours: 48.0,
+                background_burst: burst,
+                ..config(seed)
+            });
+            let failing: BTreeSet<&str> = sim
+                .labels()
+                .iter()
+                .filter_map(|l| l.gpu.as_deref())
+                .collect();
+            let mut last: std::collections::BTreeMap<&str, f64> = Default::default();
+            for s in samples.iter().filter(|s| !failing.contains(&*s.gpu)) {
+                let v = get(s, Field::PcieReplayCounter);
+                if let Some(before) = last.insert(&*s.gpu, v) {
+                    largest_step = largest_step.max(v - before);
+                }
+            }
+            total += last.values().sum::<f64>();
+        }
+        (total, largest_step)
+    };
+    let (one, one_step) = counts(1.0);
+    let (eight, eight_step) = counts(8.0);
+    assert_eq!(one_step, 1.0, "one error at a time by default");
+    assert!(eight_step >= 8.0, "bursts of several errors: {eight_step}");
+    // Bursts of 8 make ~1/8 as many draws: a sum within ±3 of its standard
+    // deviations (about ±12 % here) of the one-at-a-time run's.
+    let ratio = eight / one;
+    assert!(
+        (0.65..1.5).contains(&ratio),
+        "the same long-run rate: {one} vs {eight}"
+    );
+    assert!(
+        SimConfig {
+            background_burst: 0.5,
+            ..config(3)
+        }
+        .validate()
+        .is_err()
+    );
+}

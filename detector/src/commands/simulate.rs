@@ -96,6 +96,12 @@ pub struct SimulateArgs {
     /// nothing of the workload, as Slurm job ids and many pod names).
     #[arg(long, conflicts_with = "no_job_labels")]
     pub opaque_job_names: bool,
+    /// Mean size of healthy GPUs' background error bursts: 1 logs them one
+    /// at a time (Poisson counts); 8 in bursts of 8 on average at the same
+    /// long-run rate (overdispersed counts, as PCIe link retrains and weak
+    /// memory cells give). Precursors are untouched.
+    #[arg(long, default_value_t = 1.0, value_name = "MEAN")]
+    pub background_burst: f64,
     /// Serve the fleet as a dcgm-exporter `/metrics` endpoint on this
     /// address (e.g. 127.0.0.1:9400) instead of writing files; `--start`
     /// defaults to now. Runs until killed.
@@ -216,6 +222,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         rack_incident: args.rack_incident,
         job_labels: !args.no_job_labels,
         opaque_job_names: args.opaque_job_names,
+        background_burst: args.background_burst,
         ..SimConfig::default()
     };
     if let Some(name) = &args.scenario {

@@ -7,7 +7,7 @@
 //! ```text
 //! cargo run -p evaluation --bin reference -- --scenario random_precursors --seed 1
 //!     [--reduced] [--rho 32] [--temp-k 1.5] [--temp-half-life 6] [--temp-sd-floor 1]
-//!     [--interval SECONDS] [--gpus-per-host N] [--hosts-per-rack N] [--forewarn DIR] [--json FILE] [--held-back]
+//!     [--interval SECONDS] [--gpus-per-host N] [--hosts-per-rack N] [--background-burst M] [--forewarn DIR] [--json FILE] [--held-back]
 //! ```
 //!
 //! Seeds from 100 are held back for the final judgement of issue #29: they
@@ -44,6 +44,8 @@ struct Args {
     gpus_per_host: Option<usize>,
     /// Hosts per rack, as `forewarn evaluate --hosts-per-rack`.
     hosts_per_rack: Option<usize>,
+    /// Background burst size, as `forewarn evaluate --background-burst`.
+    background_burst: Option<f64>,
 }
 
 /// A whole number in `1..=max`.
@@ -76,6 +78,7 @@ fn parse() -> Result<Args, String> {
         interval: None,
         gpus_per_host: None,
         hosts_per_rack: None,
+        background_burst: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -102,6 +105,7 @@ fn parse() -> Result<Args, String> {
             "--interval" => a.interval = Some(whole(&flag, &value()?, 3600)? as u32),
             "--gpus-per-host" => a.gpus_per_host = Some(whole(&flag, &value()?, 16)?),
             "--hosts-per-rack" => a.hosts_per_rack = Some(whole(&flag, &value()?, 64)?),
+            "--background-burst" => a.background_burst = Some(number(&flag, &value()?)?),
             "--forewarn" => a.forewarn = Some(value()?.into()),
             "--json" => a.json = Some(value()?.into()),
             "--reduced" => a.reduced = true,
@@ -168,6 +172,9 @@ fn run(a: &Args) -> Result<(), String> {
     }
     if let Some(n) = a.hosts_per_rack {
         sc.config.hosts_per_rack = n;
+    }
+    if let Some(b) = a.background_burst {
+        sc.config.background_burst = b;
     }
     let settings = Settings {
         rho: a.rho,

@@ -135,4 +135,9 @@ pub struct ScenarioArgs {
     /// rack's GPUs as many.
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub hosts_per_rack: Option<u8>,
+    /// Healthy GPUs' background errors in bursts of this mean size (as
+    /// `simulate --background-burst`; default 1, one at a time): how the
+    /// change tests hold up when healthy counts are overdispersed.
+    #[arg(long, value_name = "MEAN")]
+    pub background_burst: Option<f64>,
 }

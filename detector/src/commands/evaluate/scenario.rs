@@ -88,6 +88,9 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         if let Some(i) = sa.interval {
             run.config.interval_s = i;
         }
+        if let Some(b) = sa.background_burst {
+            run.config.background_burst = b;
+        }
         let started = Instant::now();
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut sim =
