@@ -145,9 +145,14 @@ impl AlertEngine {
         }
         let level = obs.scope.level();
         let mut escalate = false;
+        // (The severity it may claim: a page must hold like a raise.)
+        let mut held = *obs;
+        let obs = &mut held;
         let step = match self.kinds.get_mut(obs.kind) {
             Some(t) => match t.states[level].get_mut(value) {
                 Some(st) => {
+                    obs.severity =
+                        st.held_severity(&t.rule, obs.ts_ms, obs.severity, obs.confirmed);
                     let step = st.observe_confirmed(&t.rule, obs.ts_ms, obs.value, obs.confirmed);
                     if st.active() && st.holding {
                         refresh(st, obs);
@@ -185,8 +190,10 @@ impl AlertEngine {
         out
     }
 
-    fn start(t: &mut KindTable, level: usize, value: &str, obs: &Observation<'_>) -> Step {
+    fn start(t: &mut KindTable, level: usize, value: &str, obs: &mut Observation<'_>) -> Step {
         let mut st = AlertState::new(obs.labels.clone(), obs.severity, obs.ts_ms);
+        obs.severity = st.held_severity(&t.rule, obs.ts_ms, obs.severity, obs.confirmed);
+        st.severity = obs.severity;
         let step = st.observe_confirmed(&t.rule, obs.ts_ms, obs.value, obs.confirmed);
         refresh(&mut st, obs);
         t.states[level].insert(value.into(), st);

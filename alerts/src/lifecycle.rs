@@ -105,6 +105,10 @@ pub(crate) struct AlertState {
     pub derived: bool,
     /// A job rule re-attributed this incident to the workload.
     pub attributed: bool,
+    /// Since when every observation has called for a page (none: the
+    /// last did not); see [`Self::held_severity`].
+    #[serde(default)]
+    pub page_since: Option<i64>,
 }
 
 impl AlertState {
@@ -124,6 +128,32 @@ impl AlertState {
             notified: false,
             derived: false,
             attributed: false,
+            page_since: None,
+        }
+    }
+
+    /// The severity an observation may claim: a page once the page level
+    /// has held for the kind's `for`, as a raise must (Prometheus's way: a
+    /// critical rule with its own `for`), or at once when the value is
+    /// confirmed (a sequential test's statistic is evidence held already).
+    /// One sample's reading does not page: a burst of correctable errors
+    /// in 30 s reads 2,400/h and is gone at the next sample.
+    pub fn held_severity(
+        &mut self,
+        rule: &Rule,
+        ts: i64,
+        severity: Severity,
+        confirmed: bool,
+    ) -> Severity {
+        if severity < Severity::Critical {
+            self.page_since = None;
+            return severity;
+        }
+        let since = *self.page_since.get_or_insert(ts);
+        if confirmed || ts - since >= rule.for_ms {
+            severity
+        } else {
+            Severity::Warning
         }
     }
 

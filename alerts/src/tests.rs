@@ -280,6 +280,72 @@ fn a_delivered_warning_escalates_to_a_page_when_its_evidence_grows() {
 }
 
 #[test]
+fn a_page_holds_for_the_kinds_for_unless_confirmed() {
+    // `for` 10 min: a warning fires after it; one sample at the page
+    // level (a burst of correctable errors reads 2,400/h for 30 s) does
+    // not page, ten minutes of it do, and a confirmed value at once.
+    let mut e = engine("[lifecycle.default]\nfire_at = 0.5\nresolve_below = 0.2\nfor = \"10m\"\n");
+    let labels = gpu_labels(0, 0, 0);
+    let obs = |ts: i64, severity: Severity, confirmed: bool| Observation {
+        ts_ms: ts,
+        kind: "hbm_ecc_trend",
+        scope: Scope::Gpu,
+        labels: &labels,
+        severity,
+        value: if severity == Severity::Critical {
+            0.95
+        } else {
+            0.6
+        },
+        summary: "s",
+        reasons: &[],
+        eta_hours: None,
+        confirmed,
+    };
+    let pages = |events: &[AlertEvent]| {
+        events
+            .iter()
+            .filter(|ev| ev.status == Status::Firing && ev.severity == Severity::Critical)
+            .count()
+    };
+    let mut events = Vec::new();
+    // Pending 0–10 min with a page-level sample at its end: fires a warning.
+    for m in 0..10 {
+        events.extend(e.observe(&obs(m * MIN, Severity::Warning, false)));
+    }
+    events.extend(e.observe(&obs(10 * MIN, Severity::Critical, false)));
+    events.extend(e.tick(10 * MIN));
+    let fired: Vec<Severity> = events
+        .iter()
+        .filter(|ev| ev.status == Status::Firing)
+        .map(|ev| ev.severity)
+        .collect();
+    assert_eq!(fired, [Severity::Warning], "{events:?}");
+    // Single page-level samples between warnings: no page.
+    for m in 11..40 {
+        let sev = if m % 3 == 1 {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        };
+        events.extend(e.observe(&obs(m * MIN, sev, false)));
+    }
+    assert_eq!(pages(&events), 0, "{events:?}");
+    // Held from 40 to 50 min: a page at 50.
+    for m in 40..=50 {
+        let out = e.observe(&obs(m * MIN, Severity::Critical, false));
+        assert_eq!(pages(&out), usize::from(m == 50), "minute {m}: {out:?}");
+    }
+    // Another GPU, confirmed: pages at its first observation.
+    let other = gpu_labels(0, 0, 1);
+    let out = e.observe(&Observation {
+        labels: &other,
+        ..obs(60 * MIN, Severity::Critical, true)
+    });
+    assert_eq!(pages(&out), 1, "{out:?}");
+}
+
+#[test]
 fn a_handed_over_gpu_leaves_without_an_event() {
     let mut e = engine("[lifecycle.default]\nfor = \"0s\"\nstale_after = \"10m\"\n");
     let (moved, stays) = (gpu_labels(0, 0, 1), gpu_labels(0, 0, 2));

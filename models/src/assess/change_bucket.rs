@@ -308,11 +308,13 @@ pub(super) fn close_bucket(
     if st.s <= 0.0 && llr > 0.0 {
         st.since_ms = now_ms;
         st.excess = 0.0;
+        st.excess_errors = 0.0;
         st.dev_sum = 0.0;
     }
     st.s = (st.s + llr).max(0.0);
     if st.s > 0.0 {
         st.excess += if sig.counts() { st.sum } else { 1.0 };
+        st.excess_errors += st.errors;
         st.dev_sum += dev;
     }
 }
@@ -337,15 +339,17 @@ pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) 
             let rate = a / h.max(1e-9);
             // (Two significant digits: a quiet GPU's 0.004/h is not 0.00.)
             let digits = if rate > 0.0 && rate < 0.1 { 3 } else { 2 };
-            format!("against this GPU's usual {rate:.digits$}/h")
+            format!("against this GPU's usual {rate:.digits$} such samples/h")
         };
         format!(
-            "{} {:.0} in the last {hours:.1} h {against} (change test {:.1}, warns at {warn:.1})",
+            "{} {:.0} in {:.0} samples of the last {hours:.1} h {against} (change test {:.1}, \
+             warns at {warn:.1})",
             match sig {
                 Signal::Ecc => "correctable ECC errors",
                 Signal::Nvlink => "NVLink CRC/replay errors",
                 _ => "PCIe replays",
             },
+            st.excess_errors,
             st.excess,
             st.s
         )

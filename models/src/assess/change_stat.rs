@@ -11,8 +11,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(super) struct Stat {
     pub(super) bucket: i64,
-    /// The open bucket: sum of values, rows, hours covered.
+    /// The open bucket: sum of values (counters: samples with errors),
+    /// rows, hours covered.
     pub(super) sum: f64,
+    /// Counters: the open bucket's errors (the reason's number; the test
+    /// reads `sum`).
+    #[serde(default)]
+    pub(super) errors: f64,
     pub(super) n: u32,
     pub(super) hours: f64,
     /// Baseline: decayed sums (counts and hours; or mean and variance of
@@ -23,8 +28,12 @@ pub(super) struct Stat {
     /// The CUSUM statistic and when it last rose from 0.
     pub(super) s: f64,
     pub(super) since_ms: i64,
-    /// Counts (or buckets) since it rose, for the reason.
+    /// Counts (samples with errors; or buckets) since it rose, for the
+    /// reason.
     pub(super) excess: f64,
+    /// Counters: errors since it rose, for the reason.
+    #[serde(default)]
+    pub(super) excess_errors: f64,
     /// Gauges: the previous bucket's standardised value and the lag-1
     /// autocorrelation of the standardised values.
     pub(super) prev_u: f64,

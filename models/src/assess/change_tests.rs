@@ -283,6 +283,42 @@ fn one_burst_does_not_decide_alone() {
 }
 
 #[test]
+fn errors_in_bursts_count_once_and_more_bursts_warn() {
+    // A healthy part whose correctable errors come 12 at a time (a weak
+    // cell read again and again), a burst every 4 h on average: counted
+    // in errors, each burst was a jump of 12 against a rate of 3/h. Counted
+    // in samples with errors, it is one event. From hour 40 on, bursts
+    // come six times an hour: that is a change.
+    let first_warning = |seed: u64, change_at: f64| {
+        let mut d = ChangeDetector::new(ChangeConfig::default());
+        let mut rng = SimRng::seed_from_u64(seed);
+        for i in 0..(60 * 120) {
+            let h = i as f64 / 120.0;
+            let per_h = if h >= change_at { 6.0 } else { 0.25 };
+            let sbe = if rng.next_f64() < per_h / 120.0 {
+                12.0
+            } else {
+                0.0
+            };
+            let (mut c, mut r) = ([0.0f32; KINDS], Vec::new());
+            d.assess(&row(i * STEP_MS, sbe, 0.0), true, &mut c, &mut r);
+            if c[Kind::HbmEccTrend as usize] >= 0.6 {
+                return Some((h, r));
+            }
+        }
+        None
+    };
+    for seed in 1..=8 {
+        let quiet = first_warning(seed, f64::INFINITY);
+        assert!(quiet.is_none(), "seed {seed}: {quiet:?}");
+        let (h, reasons) = first_warning(seed, 40.0).expect("more bursts warn");
+        assert!((40.0..44.0).contains(&h), "seed {seed}: warned at {h:.2} h");
+        let text = &reasons[0].1.detail;
+        assert!(text.contains(" samples of the last "), "{text}");
+    }
+}
+
+#[test]
 fn it_is_quiet_while_cold_and_survives_a_snapshot() {
     let rate = |h: f64| if h < 1.0 { 1.0 } else { 200.0 };
     let mut d = ChangeDetector::new(ChangeConfig::default());

@@ -8,7 +8,9 @@
 //! Limits (each an ETA; the earliest wins):
 //! - **correctable-ECC rate**: the single-bit rate is fitted as a Poisson
 //!   process with a log-linear (exponential) rate over the last 16 h, by
-//!   iteratively reweighted least squares; the ETA is when the fitted rate
+//!   iteratively reweighted least squares (its growth judged against a
+//!   standard error widened by the counts' overdispersion: bursts are not
+//!   a trend); the ETA is when the fitted rate
 //!   reaches [`TrendConfig::critical_sbe_per_h`], the rate at which HBM
 //!   degradation turns into double-bit errors. There is no published NVIDIA
 //!   figure for it: the default is the level at which the simulator's HBM
@@ -279,8 +281,9 @@ impl Trend {
 }
 
 /// Fits counts[i] ~ Poisson(exp(a + k·i)) by IRLS; returns (a + k·last,
-/// k, se(k)) when the growth is significant (k > 2 se) and the newest rate
-/// is not negligible, else None.
+/// k, se(k)) when the growth is significant (k > 2 se, the standard error
+/// scaled by the counts' overdispersion) and the newest rate is not
+/// negligible, else None.
 fn fit_counts(counts: &[u32]) -> Option<(f64, f64, f64)> {
     let n = counts.len();
     let total: u64 = counts.iter().map(|c| u64::from(*c)).sum();
@@ -313,7 +316,19 @@ fn fit_counts(counts: &[u32]) -> Option<(f64, f64, f64)> {
     if info.is_nan() || info <= 0.0 || !k.is_finite() {
         return None;
     }
-    let se = 1.0 / info.sqrt();
+    // Quasi-Poisson: errors that come in bursts (a weak cell read again
+    // and again) scatter more than Poisson counts, and a few bursts in a
+    // quiet window read as growth against the Poisson standard error. The
+    // Pearson statistic over its degrees of freedom (never below 1)
+    // widens it.
+    let pearson: f64 = (0..n)
+        .map(|i| {
+            let mu = (a + k * i as f64).clamp(-30.0, 30.0).exp();
+            (y[i] - mu).powi(2) / mu
+        })
+        .sum();
+    let dispersion = (pearson / (n - 2) as f64).max(1.0);
+    let se = (dispersion / info).sqrt();
     (k > 2.0 * se).then_some((a + k * (n - 1) as f64, k, se))
 }
 
