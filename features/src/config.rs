@@ -25,6 +25,8 @@ pub struct FeatureConfig {
     /// A GPU silent for longer than this is a gap: a `Silent` event when the
     /// fleet's watermark passes it, a `Gap` event when it reports again.
     /// Default 120 s: four missed dcgm-exporter scrapes at its 30 s default.
+    /// A GPU sampled more slowly gets three and a half of its own samples
+    /// if that is longer (`ArrivalState::silence_ms`).
     pub silence_ms: i64,
     /// A sample up to this much older than its GPU's newest one is a small
     /// reorder: absorbed (counted, no row, no state change) rather than

@@ -306,9 +306,10 @@ impl FeatureEngine {
                 .insert(&sample.gpu, GpuState::new(salt(&sample.gpu))),
         };
         let st = &mut self.gpus.entry_mut(slot).state;
+        let silence = st.arrival.silence_ms(self.cfg.silence_ms);
         let arrival = st
             .arrival
-            .classify(ts, self.cfg.reorder_tolerance_ms, self.cfg.silence_ms);
+            .classify(ts, self.cfg.reorder_tolerance_ms, silence);
         let prev_ts = st.arrival.last_ts_ms();
         match arrival {
             Arrival::Duplicate => {
@@ -371,11 +372,13 @@ impl FeatureEngine {
         let quiet_now = self.silence_horizon_ms.map_or(now, |h| h.min(now));
         if quiet_now >= self.next_sweep_ms && quiet_now != i64::MIN {
             self.next_sweep_ms = quiet_now.saturating_add(SWEEP_EVERY_MS);
-            let silence = self.cfg.silence_ms;
+            let floor = self.cfg.silence_ms;
             let start = events.len();
             for GpuEntry { id: gpu, state: st } in self.gpus.iter_mut() {
                 let last = st.arrival.last_ts_ms();
-                if !st.arrival.silent_reported && quiet_now.saturating_sub(last) > silence {
+                if !st.arrival.silent_reported
+                    && quiet_now.saturating_sub(last) > st.arrival.silence_ms(floor)
+                {
                     st.arrival.silent_reported = true;
                     events.push(FeatureEvent::Silent {
                         gpu: gpu.clone(),

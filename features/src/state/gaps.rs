@@ -66,6 +66,30 @@ impl ArrivalState {
         self.recent[usize::from(self.newest)]
     }
 
+    /// The GPU's cadence: the shortest spacing of its last few accepted
+    /// samples (a dropped sample doubles one spacing, never the shortest);
+    /// None before two.
+    pub fn cadence_ms(&self) -> Option<i64> {
+        let n = usize::from(self.newest);
+        (1..RECENT)
+            .filter_map(|k| {
+                let newer = self.recent[(n + RECENT + 1 - k) % RECENT];
+                let older = self.recent[(n + RECENT - k) % RECENT];
+                (older != i64::MIN && newer > older).then(|| newer - older)
+            })
+            .min()
+    }
+
+    /// How long this GPU may go quiet before it counts as silent: `floor_ms`
+    /// (the configured `silence_ms`, four samples at the default 30 s), or
+    /// three and a half of its own samples if longer. At a 90 s cadence two
+    /// dropped samples in a row are a 270 s gap, not a lost GPU, and the
+    /// silence still shows within five minutes of the first missing sample.
+    pub fn silence_ms(&self, floor_ms: i64) -> i64 {
+        self.cadence_ms()
+            .map_or(floor_ms, |c| floor_ms.max(c.saturating_mul(7) / 2))
+    }
+
     /// Classifies a sample at `ts_ms` without changing anything.
     #[inline]
     pub fn classify(&self, ts_ms: i64, tolerance_ms: i64, silence_ms: i64) -> Arrival {
@@ -125,6 +149,32 @@ mod tests {
             Arrival::InOrder {
                 gap_from: Some(31_000)
             }
+        );
+    }
+
+    #[test]
+    fn silence_follows_the_cadence_and_ignores_a_dropped_sample() {
+        let mut a = ArrivalState::default();
+        assert_eq!((a.cadence_ms(), a.silence_ms(120_000)), (None, 120_000));
+        a.accept(0);
+        assert_eq!(a.cadence_ms(), None);
+        // 30 s: the configured floor stands.
+        a.accept(30_000);
+        assert_eq!(
+            (a.cadence_ms(), a.silence_ms(120_000)),
+            (Some(30_000), 120_000)
+        );
+        // 90 s with one sample dropped (a 180 s spacing): 3.5 × 90 s.
+        let mut b = ArrivalState::default();
+        for ts in [0, 90_000, 270_000, 360_000, 450_000] {
+            b.accept(ts);
+        }
+        assert_eq!(b.cadence_ms(), Some(90_000));
+        assert_eq!(b.silence_ms(120_000), 315_000);
+        assert_eq!(
+            b.classify(450_000 + 270_000, 5_000, b.silence_ms(120_000)),
+            Arrival::InOrder { gap_from: None },
+            "two dropped samples are no gap"
         );
     }
 }
