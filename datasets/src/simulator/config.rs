@@ -146,6 +146,10 @@ pub struct SimConfig {
     /// same long-run rate, so counts are overdispersed (variance ≈ 2m − 1
     /// times the mean). Precursors are untouched.
     pub background_burst: f64,
+    /// Each host reports at its own fixed offset within the interval, a
+    /// little early or late each time (Prometheus spreads its scrapes);
+    /// off, every sample carries its tick's time.
+    pub spread_scrapes: bool,
 }
 
 impl Default for SimConfig {
@@ -167,6 +171,7 @@ impl Default for SimConfig {
             job_labels: true,
             opaque_job_names: false,
             background_burst: 1.0,
+            spread_scrapes: false,
         }
     }
 }

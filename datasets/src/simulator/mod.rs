@@ -35,6 +35,7 @@ mod random_precursors;
 mod replacement;
 pub mod rng;
 mod scheduler;
+mod scrape;
 mod topology;
 
 #[cfg(test)]
@@ -43,6 +44,8 @@ mod tests;
 mod tests_failures;
 #[cfg(test)]
 mod tests_random;
+#[cfg(test)]
+mod tests_scrape;
 
 use std::sync::Arc;
 
@@ -123,6 +126,7 @@ pub struct Simulator {
     env: Env,
     noise: SimRng,
     dirty: Option<Dirty>,
+    scrapes: Option<scrape::Scrapes>,
     /// Fleet-wide inlet change (`Scenario::AmbientChange`): `(onset, +°C)`.
     ambient: Option<(i64, f64)>,
 }
@@ -220,6 +224,7 @@ impl Simulator {
         events.extend(plans.events);
         events.sort_by_key(|e| e.ts_ms);
 
+        let fleet_hosts = fleet.hosts.len();
         Ok(Simulator {
             grid,
             ticks: cfg.ticks(),
@@ -244,6 +249,9 @@ impl Simulator {
                 .dirty
                 .then(|| Dirty::new(SimRng::stream(seed, Stream::Dirty))),
             ambient: ambient_change(&cfg),
+            scrapes: cfg
+                .spread_scrapes
+                .then(|| scrape::Scrapes::new(seed, fleet_hosts, cfg.interval_ms())),
             cfg,
         })
     }
@@ -364,6 +372,10 @@ impl Simulator {
             }
             let inlet = self.inlet_c[host.rack];
             let job_name: Option<&Arc<str>> = job.map(|j| &j.name);
+            let scraped = match &mut self.scrapes {
+                Some(s) => s.at(h, ts),
+                None => ts,
+            };
             for st in &mut self.slots[host.slots.clone()] {
                 if ts >= st.silent_from_ms {
                     continue;
@@ -386,7 +398,7 @@ impl Simulator {
                 st.step(&env, &demand, inlet, &mut self.noise, &mut metrics);
                 let info = &self.gpus[st.gpu];
                 let sample = Sample {
-                    ts_ms: ts,
+                    ts_ms: scraped,
                     gpu: info.uuid.clone(),
                     topo: Topology {
                         host: Some(info.host.clone()),

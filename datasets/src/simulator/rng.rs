@@ -26,6 +26,8 @@ pub enum Stream {
     Propensity = 6,
     /// The `RandomPrecursors` scenario's own draws.
     Precursors = 7,
+    /// Scrape offsets and jitter (`SimConfig::spread_scrapes`).
+    Scrapes = 8,
 }
 
 /// The simulator's generator: forewarn's xoshiro256++ ([`features::rng`])

@@ -102,6 +102,11 @@ pub struct SimulateArgs {
     /// memory cells give). Precursors are untouched.
     #[arg(long, default_value_t = 1.0, value_name = "MEAN")]
     pub background_burst: f64,
+    /// Each host reports at its own offset within the interval, up to a
+    /// second early or late each time, as Prometheus spreads its scrapes
+    /// (default: every sample at its tick's time).
+    #[arg(long)]
+    pub spread_scrapes: bool,
     /// Serve the fleet as a dcgm-exporter `/metrics` endpoint on this
     /// address (e.g. 127.0.0.1:9400) instead of writing files; `--start`
     /// defaults to now. Runs until killed.
@@ -223,6 +228,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         job_labels: !args.no_job_labels,
         opaque_job_names: args.opaque_job_names,
         background_burst: args.background_burst,
+        spread_scrapes: args.spread_scrapes,
         ..SimConfig::default()
     };
     if let Some(name) = &args.scenario {

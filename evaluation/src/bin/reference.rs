@@ -7,7 +7,7 @@
 //! ```text
 //! cargo run -p evaluation --bin reference -- --scenario random_precursors --seed 1
 //!     [--reduced] [--rho 32] [--temp-k 1.5] [--temp-half-life 6] [--temp-sd-floor 1]
-//!     [--interval SECONDS] [--gpus-per-host N] [--hosts-per-rack N] [--background-burst M] [--forewarn DIR] [--json FILE] [--held-back]
+//!     [--interval SECONDS] [--gpus-per-host N] [--hosts-per-rack N] [--background-burst M] [--spread-scrapes] [--forewarn DIR] [--json FILE] [--held-back]
 //! ```
 //!
 //! Seeds from 100 are held back for the final judgement of issue #29: they
@@ -46,6 +46,8 @@ struct Args {
     hosts_per_rack: Option<usize>,
     /// Background burst size, as `forewarn evaluate --background-burst`.
     background_burst: Option<f64>,
+    /// Spread scrape times, as `forewarn evaluate --spread-scrapes`.
+    spread_scrapes: bool,
 }
 
 /// A whole number in `1..=max`.
@@ -79,6 +81,7 @@ fn parse() -> Result<Args, String> {
         gpus_per_host: None,
         hosts_per_rack: None,
         background_burst: None,
+        spread_scrapes: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -106,6 +109,7 @@ fn parse() -> Result<Args, String> {
             "--gpus-per-host" => a.gpus_per_host = Some(whole(&flag, &value()?, 16)?),
             "--hosts-per-rack" => a.hosts_per_rack = Some(whole(&flag, &value()?, 64)?),
             "--background-burst" => a.background_burst = Some(number(&flag, &value()?)?),
+            "--spread-scrapes" => a.spread_scrapes = true,
             "--forewarn" => a.forewarn = Some(value()?.into()),
             "--json" => a.json = Some(value()?.into()),
             "--reduced" => a.reduced = true,
@@ -176,6 +180,7 @@ fn run(a: &Args) -> Result<(), String> {
     if let Some(b) = a.background_burst {
         sc.config.background_burst = b;
     }
+    sc.config.spread_scrapes |= a.spread_scrapes;
     let settings = Settings {
         rho: a.rho,
         temp: a.temp,

@@ -140,4 +140,8 @@ pub struct ScenarioArgs {
     /// change tests hold up when healthy counts are overdispersed.
     #[arg(long, value_name = "MEAN")]
     pub background_burst: Option<f64>,
+    /// Each host reports at its own offset within the interval, a little
+    /// early or late each time (as `simulate --spread-scrapes`).
+    #[arg(long)]
+    pub spread_scrapes: bool,
 }

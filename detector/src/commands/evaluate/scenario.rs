@@ -91,6 +91,7 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         if let Some(b) = sa.background_burst {
             run.config.background_burst = b;
         }
+        run.config.spread_scrapes |= sa.spread_scrapes;
         let started = Instant::now();
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut sim =
