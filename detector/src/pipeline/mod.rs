@@ -38,6 +38,8 @@ pub(crate) mod restart_tests;
 pub mod run;
 pub mod shard;
 #[cfg(test)]
+mod silence_tests;
+#[cfg(test)]
 pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,19 @@ use crate::assess::link::LinkWatch;
 use crate::assess::predict::Predictor;
 use crate::assess::rules::{self, HARD_XIDS};
 use crate::assess::thermal_hold::ThermalHold;
-use crate::assess::{self, Assessment, Evidence, HealthState, KINDS, Kind};
+use crate::assess::{self, Assessment, Evidence, KINDS, Kind};
+
+#[path = "shard_silence.rs"]
+mod silence;
+
+/// A GPU that went quiet with its whole host: its last sample, and the
+/// host's first sample since (more than `silence::HOST_ALIVE_MARGIN_MS` later).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct QuietGpu {
+    gpu: GpuId,
+    last_ts_ms: i64,
+    host_back_ms: Option<i64>,
+}
 
 /// Which shard owns a GPU: FNV-1a of the UUID (the Kafka key), so every
 /// instance and every run splits the fleet the same way.
@@ -36,10 +48,6 @@ pub fn shard_of(gpu: &str, shards: usize) -> usize {
 /// Event time the expected-vs-actual models and peer statistics learn
 /// before degradation rules count: an hour of a fleet's telemetry.
 pub const WARM_UP_MS: i64 = 3_600_000;
-
-/// How much later than a quiet GPU its host must have reported for the GPU
-/// to count as lost (three 30-s intervals).
-const HOST_ALIVE_MARGIN_MS: i64 = 90_000;
 
 /// A hard failure stays until the GPU is reset (a counter reset) or gone.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -89,6 +97,12 @@ pub struct Shard {
     /// Newest sample time per host: a GPU that goes quiet while its host
     /// reports is lost; a whole quiet host is maintenance or a host outage.
     host_seen: HashMap<std::sync::Arc<str>, i64, FxBuild>,
+    /// Per host, GPUs that went quiet with their whole host (watched, not
+    /// paged) and their last sample: lost if the host reports again
+    /// without them (a host back from a reboot, or one whose next scrape
+    /// was not yet in when the silence was judged).
+    #[serde(default)]
+    quiet_with_host: HashMap<std::sync::Arc<str>, Vec<QuietGpu>, FxBuild>,
     /// Per GPU: samples since its last anomaly score, and that score's read.
     grades: HashMap<GpuId, GradeSlot, FxBuild>,
     /// Failure model and trend forecasts (issue 5).
@@ -125,6 +139,7 @@ impl Shard {
             topo: HashMap::default(),
             first_ts_ms: None,
             host_seen: HashMap::default(),
+            quiet_with_host: HashMap::default(),
             grades: HashMap::default(),
             predict: Predictor::new(None),
             change: ChangeDetector::default(),
@@ -231,6 +246,9 @@ impl Shard {
                         self.host_seen.insert(h.clone(), s.ts_ms);
                     }
                 }
+                if !self.quiet_with_host.is_empty() {
+                    self.host_back(h, s.ts_ms, out);
+                }
             }
             // Move the reusable buffers out and back so their capacity
             // survives (assess and on_event need `&mut self`).
@@ -259,6 +277,7 @@ impl Shard {
                 .filter_map(|t| t.host.as_deref())
                 .collect();
             self.host_seen.retain(|h, _| live.contains(&**h));
+            self.quiet_with_host.retain(|h, _| live.contains(&**h));
         }
         if let Some(x) = &mut self.export {
             for a in &out.assessments[first..] {
@@ -305,80 +324,7 @@ impl Shard {
                 gpu,
                 last_ts_ms,
                 watermark_ms,
-            } => {
-                // A GPU that never established itself (a flood of one-sample
-                // ids, a first sample from a broken clock) is forgotten by
-                // the admission gate, never paged as lost.
-                let accepted = self
-                    .features
-                    .gpu_state(&gpu)
-                    .map_or(0, |st| st.arrival.accepted);
-                if accepted < features::admission::ESTABLISHED_AFTER {
-                    return;
-                }
-                let topo = self.topo.get(&gpu).cloned().unwrap_or_default();
-                let host_last = topo
-                    .host
-                    .as_ref()
-                    .and_then(|h| self.host_seen.get(h))
-                    .copied()
-                    .unwrap_or(i64::MIN);
-                // The host's other GPUs went on reporting: this GPU is lost.
-                // The whole host quiet: maintenance or a host outage, not a
-                // GPU failure (watched, not paged).
-                let host_alive = host_last > last_ts_ms + HOST_ALIVE_MARGIN_MS;
-                let mut components = [0.0f32; KINDS];
-                let detail;
-                if self.hard.contains_key(&gpu) {
-                    // Silence after a hard failure is the same incident.
-                    components[Kind::HardFailure as usize] = 1.0;
-                    detail = "stopped reporting after a hard failure".to_string();
-                } else if host_alive {
-                    components[Kind::GpuLost as usize] = 1.0;
-                    detail = format!(
-                        "no telemetry for {} min while its host reports",
-                        (watermark_ms - last_ts_ms) / 60_000
-                    );
-                } else {
-                    components[Kind::GpuLost as usize] = 0.3;
-                    detail = format!(
-                        "no telemetry for {} min; its whole host is quiet",
-                        (watermark_ms - last_ts_ms) / 60_000
-                    );
-                }
-                let (risk, kind) = if components[Kind::HardFailure as usize] > 0.0 {
-                    (1.0, Kind::HardFailure)
-                } else {
-                    (f64::from(components[Kind::GpuLost as usize]), Kind::GpuLost)
-                };
-                let mut reasons = vec![Evidence {
-                    signal: "last_seen".into(),
-                    detail,
-                }];
-                if let Some(st) = self.hard.get(&gpu) {
-                    reasons.insert(0, st.evidence.clone());
-                }
-                // A hard-failed GPU that went quiet is still failing: a
-                // `?state=failing` list must not miss it.
-                let state = if kind == Kind::HardFailure {
-                    HealthState::Failing
-                } else {
-                    HealthState::Silent
-                };
-                out.assessments.push(Assessment {
-                    ts_ms: watermark_ms,
-                    gpu,
-                    topo,
-                    risk,
-                    state,
-                    kind,
-                    components,
-                    anomaly_grade: 0.0,
-                    eta_hours: None,
-                    reasons,
-                    confirmed: 0,
-                });
-            }
+            } => self.on_silent(gpu, last_ts_ms, watermark_ms, out),
             FeatureEvent::RackAir(r) => out.racks.push(r),
             _ => {}
         }
