@@ -11,8 +11,7 @@ use alerts::{AlertEvent, Severity, Status};
 use datasets::simulator::SimConfig;
 use features::{Field, Sample};
 
-use super::test_support::{Capture, sim_ticks};
-use crate::commands::backtest::run_pipeline;
+use super::test_support::{alerts_of, sim_ticks};
 
 const FREEZE_MS: i64 = 2 * 3_600_000;
 /// The exporter comes back an hour later.
@@ -49,20 +48,6 @@ fn pick(ticks: &[Vec<Sample>], start: i64) -> (String, String) {
         .expect("gpus");
     let frozen = range.keys().find(|g| **g != stuck).cloned().expect("two");
     (stuck, frozen)
-}
-
-/// The alert events of the default pipeline over `ticks`.
-fn alerts_of(ticks: Vec<Vec<Sample>>) -> Vec<AlertEvent> {
-    let (cfg, _) = super::restart_tests::test_config(7);
-    let sink = Capture::default();
-    run_pipeline(&cfg, None, Box::new(sink.clone()), None, |_, send| {
-        for t in ticks {
-            send(t)?;
-        }
-        Ok(())
-    })
-    .expect("pipeline");
-    sink.all()
 }
 
 #[test]

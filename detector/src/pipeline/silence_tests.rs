@@ -9,25 +9,10 @@ use std::collections::BTreeMap;
 
 use alerts::{AlertEvent, Severity, Status};
 use datasets::simulator::SimConfig;
-use features::Sample;
 
-use super::test_support::{Capture, sim_ticks};
-use crate::commands::backtest::run_pipeline;
+use super::test_support::{alerts_of, sim_ticks};
 
 const MIN_MS: i64 = 60_000;
-
-fn alerts_of(ticks: Vec<Vec<Sample>>) -> Vec<AlertEvent> {
-    let (cfg, _) = super::restart_tests::test_config(7);
-    let sink = Capture::default();
-    run_pipeline(&cfg, None, Box::new(sink.clone()), None, |_, send| {
-        for t in ticks {
-            send(t)?;
-        }
-        Ok(())
-    })
-    .expect("pipeline");
-    sink.all()
-}
 
 /// First `gpu_lost` page per GPU.
 fn lost_pages(events: &[AlertEvent]) -> BTreeMap<String, i64> {

@@ -1,5 +1,6 @@
 //! Helpers the pipeline's and the sources' in-process tests share: a
-//! simulated fleet's ticks, and an alert sink that keeps what it is given.
+//! simulated fleet's ticks, an alert sink that keeps what it is given, and
+//! the alerts of the default pipeline over given ticks.
 
 use std::sync::{Arc, Mutex};
 
@@ -8,6 +9,7 @@ use datasets::simulator::{SimConfig, Simulator};
 use features::Sample;
 
 use super::AlertSink;
+use crate::commands::backtest::run_pipeline;
 
 /// Every tick of a simulated fleet, in order.
 pub(crate) fn sim_ticks(config: SimConfig) -> Vec<Vec<Sample>> {
@@ -45,4 +47,19 @@ impl Capture {
     pub(crate) fn take(&self) -> Vec<AlertEvent> {
         std::mem::take(&mut *self.0.lock().expect("lock"))
     }
+}
+
+/// The alert events of the default pipeline (the tests' config) over
+/// `ticks`.
+pub(crate) fn alerts_of(ticks: Vec<Vec<Sample>>) -> Vec<AlertEvent> {
+    let (cfg, _) = super::restart_tests::test_config(7);
+    let sink = Capture::default();
+    run_pipeline(&cfg, None, Box::new(sink.clone()), None, |_, send| {
+        for t in ticks {
+            send(t)?;
+        }
+        Ok(())
+    })
+    .expect("pipeline");
+    sink.all()
 }
