@@ -75,8 +75,9 @@ pub(crate) struct Step {
 }
 
 /// State of one alert identity (kind, scope, scope value). Serialized as is
-/// into engine snapshots: changing a field changes the snapshot format
-/// (bump `snapshot::ENGINE_SNAPSHOT_VERSION`).
+/// into engine snapshots: changing or removing a field changes the snapshot
+/// format (bump `snapshot::ENGINE_SNAPSHOT_VERSION`); a field added with
+/// `#[serde(default)]` does not (older snapshots load, as `page_since`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct AlertState {
     /// Labels from the first observation of the current incident.
@@ -253,6 +254,8 @@ impl AlertState {
     fn deactivate(&mut self, ts: i64, cause: ResolveCause, step: &mut Step) {
         let was_firing = self.firing();
         self.phase = Phase::Resolved { at: ts };
+        // A new incident holds its page level afresh.
+        self.page_since = None;
         step.deactivated = Some(was_firing);
         if was_firing {
             step.cause = Some(cause);
@@ -324,6 +327,15 @@ impl AlertState {
             _ if stale => self.deactivate(now, ResolveCause::Stale, &mut step),
             Phase::Pending { since } => {
                 if self.holding && now.saturating_sub(since) >= rule.for_ms {
+                    // The page level held as long: it fires as a page (the
+                    // observations so far could only claim a warning).
+                    if !self.attributed
+                        && self
+                            .page_since
+                            .is_some_and(|p| now.saturating_sub(p) >= rule.for_ms)
+                    {
+                        self.severity = Severity::Critical;
+                    }
                     self.fire(rule, now, &mut step);
                 }
             }

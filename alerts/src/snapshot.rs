@@ -37,7 +37,9 @@ use crate::silence::{Silence, Silences};
 use crate::topology::{Topology, TopologySnapshot};
 
 /// Format version of [`EngineSnapshot`]; bump it on any change to the
-/// snapshot types (including `AlertState`, which is stored as is).
+/// snapshot types (including `AlertState`, which is stored as is) that
+/// older snapshots would not load into — not for a field added with
+/// `#[serde(default)]`, which they load into as its default.
 pub const ENGINE_SNAPSHOT_VERSION: u32 = 1;
 
 /// Why a snapshot could not be restored.

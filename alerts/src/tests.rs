@@ -346,6 +346,40 @@ fn a_page_holds_for_the_kinds_for_unless_confirmed() {
 }
 
 #[test]
+fn a_page_held_through_for_fires_as_a_page_from_a_tick_and_late_values_change_nothing() {
+    let mut e = engine("[lifecycle.default]\nfire_at = 0.5\nresolve_below = 0.2\nfor = \"10m\"\n");
+    let labels = gpu_labels(0, 0, 0);
+    let obs = |ts: i64, severity: Severity| Observation {
+        ts_ms: ts,
+        kind: "hbm_ecc_trend",
+        scope: Scope::Gpu,
+        labels: &labels,
+        severity,
+        value: 0.95,
+        summary: "s",
+        reasons: &[],
+        eta_hours: None,
+        confirmed: false,
+    };
+    let mut events = Vec::new();
+    for m in 0..10 {
+        events.extend(e.observe(&obs(m * MIN, Severity::Critical)));
+        // A late warning does not restart the hold.
+        events.extend(e.observe(&obs(m * MIN - 30_000, Severity::Warning)));
+    }
+    // The clock reaches 10 min before the GPU's own next value: it fires,
+    // as a page, once.
+    events.extend(e.tick(10 * MIN));
+    events.extend(e.observe(&obs(10 * MIN, Severity::Critical)));
+    let fired: Vec<Severity> = events
+        .iter()
+        .filter(|ev| ev.status == Status::Firing)
+        .map(|ev| ev.severity)
+        .collect();
+    assert_eq!(fired, [Severity::Critical], "{events:?}");
+}
+
+#[test]
 fn a_handed_over_gpu_leaves_without_an_event() {
     let mut e = engine("[lifecycle.default]\nfor = \"0s\"\nstale_after = \"10m\"\n");
     let (moved, stays) = (gpu_labels(0, 0, 1), gpu_labels(0, 0, 2));

@@ -104,8 +104,9 @@ pub struct SimulateArgs {
     pub background_burst: f64,
     /// Each host reports at its own offset within the interval, up to a
     /// second early or late each time, as Prometheus spreads its scrapes
-    /// (default: every sample at its tick's time).
-    #[arg(long)]
+    /// (default: every sample at its tick's time). Files only: a served
+    /// endpoint is stamped by whoever scrapes it.
+    #[arg(long, conflicts_with = "serve_metrics")]
     pub spread_scrapes: bool,
     /// Serve the fleet as a dcgm-exporter `/metrics` endpoint on this
     /// address (e.g. 127.0.0.1:9400) instead of writing files; `--start`

@@ -181,6 +181,14 @@ impl Shard {
     /// [`BatchOutput::evicted`]).
     pub fn evict(&mut self, gpu: &str) {
         self.features.evict(gpu);
+        if let Some(h) = self.topo.get(gpu).and_then(|t| t.host.clone())
+            && let Some(quiet) = self.quiet_with_host.get_mut(&h)
+        {
+            quiet.retain(|q| *q.gpu != *gpu);
+            if quiet.is_empty() {
+                self.quiet_with_host.remove(&h);
+            }
+        }
         self.topo.remove(gpu);
         self.hard.remove(gpu);
         self.grades.remove(gpu);
@@ -217,6 +225,11 @@ impl Shard {
             + self.link.heap_bytes()
             + self.hard.len() * 96
             + self.topo.len() * 64
+            + self
+                .quiet_with_host
+                .values()
+                .map(|q| 64 + q.len() * 40)
+                .sum::<usize>()
     }
 
     /// Processes a batch (in event-time order per GPU), appending to `out`

@@ -65,6 +65,7 @@ impl Shard {
         } else {
             if let Some(h) = &topo.host {
                 let quiet = self.quiet_with_host.entry(h.clone()).or_default();
+                quiet.retain(|q| q.gpu != gpu);
                 quiet.push(QuietGpu {
                     gpu: gpu.clone(),
                     last_ts_ms,
@@ -124,6 +125,9 @@ impl Shard {
             return;
         };
         let features = &self.features;
+        // Every input partition must have passed the host's return by a
+        // scrape: a GPU keyed to a lagging partition may be in it yet.
+        let clock = features.quiet_clock_ms();
         let mut lost = Vec::new();
         quiet.retain_mut(|q| {
             let silent = features.gpu_state(&q.gpu).is_some_and(|st| {
@@ -134,7 +138,9 @@ impl Shard {
             }
             match q.host_back_ms {
                 // The host's next scrape, and the GPU was not in the last.
-                Some(back) if ts_ms > back + HOST_NEXT_SCRAPE_MS => {
+                Some(back)
+                    if ts_ms > back + HOST_NEXT_SCRAPE_MS && clock > back + HOST_NEXT_SCRAPE_MS =>
+                {
                     lost.push((q.gpu.clone(), q.last_ts_ms));
                     false
                 }

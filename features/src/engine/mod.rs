@@ -47,8 +47,9 @@ pub enum FeatureEvent {
         from: f64,
         to: f64,
     },
-    /// The fleet's watermark passed `silence_ms` after this GPU's last
-    /// sample: it stopped reporting.
+    /// The fleet's clock (the input partitions' horizon) passed this GPU's
+    /// silence after its last sample (`silence_ms`, or three and a half of
+    /// its own samples at a slower cadence): it stopped reporting.
     Silent {
         gpu: GpuId,
         last_ts_ms: i64,
@@ -221,6 +222,13 @@ impl FeatureEngine {
         self.watermark_ms
     }
 
+    /// The clock silence is judged on: the newest accepted event time, or
+    /// the event time all input partitions have reached if earlier.
+    pub fn quiet_clock_ms(&self) -> i64 {
+        let now = self.watermark_ms;
+        self.silence_horizon_ms.map_or(now, |h| h.min(now))
+    }
+
     /// Sets the event time all input partitions have reached (`None`: the
     /// input is one ordered stream, judge silence by the newest sample).
     pub fn set_silence_horizon(&mut self, horizon_ms: Option<i64>) {
@@ -367,9 +375,8 @@ impl FeatureEngine {
 
     /// Silence sweep and garbage collection, when due.
     fn housekeeping(&mut self, events: &mut Vec<FeatureEvent>) {
-        let now = self.watermark_ms;
         // Silence runs on the horizon when the source has partitions.
-        let quiet_now = self.silence_horizon_ms.map_or(now, |h| h.min(now));
+        let quiet_now = self.quiet_clock_ms();
         if quiet_now >= self.next_sweep_ms && quiet_now != i64::MIN {
             self.next_sweep_ms = quiet_now.saturating_add(SWEEP_EVERY_MS);
             let floor = self.cfg.silence_ms;

@@ -342,7 +342,7 @@ pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) 
             format!("against this GPU's usual {rate:.digits$} such samples/h")
         };
         format!(
-            "{} {:.0} in {:.0} samples of the last {hours:.1} h {against} (change test {:.1}, \
+            "{} {:.0} in {:.0} sample{} of the last {hours:.1} h {against} (change test {:.1}, \
              warns at {warn:.1})",
             match sig {
                 Signal::Ecc => "correctable ECC errors",
@@ -351,6 +351,7 @@ pub(super) fn evidence(cfg: &ChangeConfig, sig: Signal, st: &Stat, now_ms: i64) 
             },
             st.excess_errors,
             st.excess,
+            if st.excess.round() == 1.0 { "" } else { "s" },
             st.s
         )
     } else {

@@ -321,10 +321,12 @@ fn fit_counts(counts: &[u32]) -> Option<(f64, f64, f64)> {
     // quiet window read as growth against the Poisson standard error. The
     // Pearson statistic over its degrees of freedom (never below 1)
     // widens it.
+    // (Means floored at half an error: one stray error where the fit
+    // expects 0.01 is a Pearson term of 100, and would hide a real trend.)
     let pearson: f64 = (0..n)
         .map(|i| {
             let mu = (a + k * i as f64).clamp(-30.0, 30.0).exp();
-            (y[i] - mu).powi(2) / mu
+            (y[i] - mu).powi(2) / mu.max(0.5)
         })
         .sum();
     let dispersion = (pearson / (n - 2) as f64).max(1.0);

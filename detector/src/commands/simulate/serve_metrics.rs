@@ -92,6 +92,7 @@ fn sim_config(args: &SimulateArgs, start_ms: i64) -> SimConfig {
         seed: args.seed,
         start_ms,
         dirty: false,
+        background_burst: args.background_burst,
         ..SimConfig::default()
     };
     if let Some(rate) = args.failure_rate {
