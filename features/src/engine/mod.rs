@@ -314,10 +314,9 @@ impl FeatureEngine {
                 .insert(&sample.gpu, GpuState::new(salt(&sample.gpu))),
         };
         let st = &mut self.gpus.entry_mut(slot).state;
-        let silence = st.arrival.silence_ms(self.cfg.silence_ms);
         let arrival = st
             .arrival
-            .classify(ts, self.cfg.reorder_tolerance_ms, silence);
+            .classify(ts, self.cfg.reorder_tolerance_ms, self.cfg.silence_ms);
         let prev_ts = st.arrival.last_ts_ms();
         match arrival {
             Arrival::Duplicate => {

@@ -90,15 +90,19 @@ impl ArrivalState {
             .map_or(floor_ms, |c| floor_ms.max(c.saturating_mul(7) / 2))
     }
 
-    /// Classifies a sample at `ts_ms` without changing anything.
+    /// Classifies a sample at `ts_ms` without changing anything; a gap is
+    /// a silence longer than [`Self::silence_ms`] of `silence_floor_ms`
+    /// (worked out only for a gap longer than the floor: not per sample).
     #[inline]
-    pub fn classify(&self, ts_ms: i64, tolerance_ms: i64, silence_ms: i64) -> Arrival {
+    pub fn classify(&self, ts_ms: i64, tolerance_ms: i64, silence_floor_ms: i64) -> Arrival {
         let last = self.last_ts_ms();
         if last == i64::MIN {
             return Arrival::First;
         }
         if ts_ms > last {
-            let gap_from = (ts_ms.saturating_sub(last) > silence_ms).then_some(last);
+            let gap = ts_ms.saturating_sub(last);
+            let gap_from =
+                (gap > silence_floor_ms && gap > self.silence_ms(silence_floor_ms)).then_some(last);
             return Arrival::InOrder { gap_from };
         }
         if self.recent.contains(&ts_ms) {
