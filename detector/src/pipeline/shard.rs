@@ -26,13 +26,16 @@ use crate::assess::{self, Assessment, Evidence, KINDS, Kind};
 #[path = "shard_silence.rs"]
 mod silence;
 
-/// A GPU that went quiet with its whole host: its last sample, and the
-/// host's first sample since (more than `silence::HOST_ALIVE_MARGIN_MS` later).
+/// A GPU that went quiet with its whole host: its last sample, the host's
+/// first sample since (more than `silence::HOST_ALIVE_MARGIN_MS` later) and
+/// the first of the host's next scrape.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct QuietGpu {
     gpu: GpuId,
     last_ts_ms: i64,
     host_back_ms: Option<i64>,
+    #[serde(default)]
+    host_next_ms: Option<i64>,
 }
 
 /// Which shard owns a GPU: FNV-1a of the UUID (the Kafka key), so every

@@ -15,8 +15,9 @@ use features::FeatureEvent;
 const HOST_ALIVE_MARGIN_MS: i64 = 90_000;
 
 /// How much later than the host's first sample after a quiet GPU's last
-/// the host must report again (its next scrape) before the GPU, still
-/// silent, is lost: one scrape's samples may arrive GPU by GPU.
+/// the host must report again (its next scrape), and then again (the
+/// scrape after), before the GPU, still silent, is lost: one scrape's
+/// samples may arrive GPU by GPU.
 const HOST_NEXT_SCRAPE_MS: i64 = 10_000;
 
 impl Shard {
@@ -70,6 +71,7 @@ impl Shard {
                     gpu: gpu.clone(),
                     last_ts_ms,
                     host_back_ms: None,
+                    host_next_ms: None,
                 });
             }
             components[Kind::GpuLost as usize] = 0.3;
@@ -113,8 +115,9 @@ impl Shard {
     }
 
     /// Host `host` reported at `ts_ms`: its GPUs that went quiet with it
-    /// and missed its first scrape since (and are still silent at its
-    /// next) are judged again, now as lost while their host reports.
+    /// and missed its first two scrapes since (still silent when the one
+    /// after begins) are judged again, now as lost while their host
+    /// reports.
     pub(super) fn host_back(
         &mut self,
         host: &std::sync::Arc<str>,
@@ -136,15 +139,25 @@ impl Shard {
             if !silent {
                 return false;
             }
-            match q.host_back_ms {
-                // The host's next scrape, and the GPU was not in the last.
-                Some(back)
-                    if ts_ms > back + HOST_NEXT_SCRAPE_MS && clock > back + HOST_NEXT_SCRAPE_MS =>
-                {
+            // Each step waits until every partition's clock has passed it
+            // too (see above).
+            let after = |t: i64| ts_ms > t + HOST_NEXT_SCRAPE_MS && clock > t + HOST_NEXT_SCRAPE_MS;
+            match (q.host_back_ms, q.host_next_ms) {
+                // The scrape after the host's next: the GPU was in neither.
+                (Some(_), Some(next)) if after(next) => {
                     lost.push((q.gpu.clone(), q.last_ts_ms));
                     false
                 }
-                None if ts_ms > q.last_ts_ms + HOST_ALIVE_MARGIN_MS => {
+                // The host's next scrape has begun; the GPU's sample of it
+                // may come after its neighbours' (one scrape's samples
+                // arrive GPU by GPU), and its sample of the host's first
+                // scrape back may arrive after that (held back a tick):
+                // judged at the scrape after.
+                (Some(back), None) if after(back) => {
+                    q.host_next_ms = Some(ts_ms);
+                    true
+                }
+                (None, _) if ts_ms > q.last_ts_ms + HOST_ALIVE_MARGIN_MS => {
                     q.host_back_ms = Some(ts_ms);
                     true
                 }
