@@ -65,7 +65,10 @@
 //!   counts with a prior of D = 1 worth a few expected counts: at rates of
 //!   one error a day, a single error is a Pearson residual in the
 //!   hundreds, and a running mean of residuals had taught D ≈ 6 from a
-//!   precursor's first errors and divided its evidence by that;
+//!   precursor's first errors and divided its evidence by that; for the
+//!   link counters, to the larger of the expected and the observed counts,
+//!   so that a baseline that runs low (the lag, the learned traffic
+//!   weights) does not read as bursts;
 //! - a GPU that joins a running fleet (a replacement) is a newcomer: its
 //!   counters are judged from the first bucket against the median rate of
 //!   its SKU's GPUs in the shard (worth 12 h of its own), with no warm-up
@@ -435,6 +438,9 @@ mod fit;
 mod peers;
 use bucket::{close_bucket, evidence};
 
+#[cfg(test)]
+#[path = "change_bucket_tests.rs"]
+mod bucket_tests;
 #[cfg(test)]
 #[path = "change_fleet_tests.rs"]
 mod fleet_tests;

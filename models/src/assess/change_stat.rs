@@ -53,6 +53,11 @@ pub(super) struct Stat {
     pub(super) dev2: f64,
     #[serde(default)]
     pub(super) expected: f64,
+    /// Counters: the same decayed sum of the counts observed (the link
+    /// counters' dispersion divides by the larger of the two; 0 in a
+    /// snapshot of an older build, where the expected stand in).
+    #[serde(default)]
+    pub(super) observed: f64,
     /// Counters: the baseline's (counts, hours) as of the last two
     /// snapshots, two hours apart ([`super::bucket::snapshot`]), and when
     /// the newer was taken: the test compares with the older, so the last
