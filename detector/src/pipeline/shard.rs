@@ -28,7 +28,7 @@ mod silence;
 
 /// A GPU that went quiet with its whole host: its last sample, the host's
 /// first sample since (more than `silence::HOST_ALIVE_MARGIN_MS` later) and
-/// the first of the host's next scrape.
+/// the first sample of the host's next scrape after that one.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct QuietGpu {
     gpu: GpuId,
@@ -231,7 +231,7 @@ impl Shard {
             + self
                 .quiet_with_host
                 .values()
-                .map(|q| 64 + q.len() * 40)
+                .map(|q| 64 + q.len() * std::mem::size_of::<QuietGpu>())
                 .sum::<usize>()
     }
 

@@ -16,9 +16,12 @@ const HOST_ALIVE_MARGIN_MS: i64 = 90_000;
 
 /// How much later than the host's first sample after a quiet GPU's last
 /// the host must report again (its next scrape), and then again (the
-/// scrape after), before the GPU, still silent, is lost: one scrape's
-/// samples may arrive GPU by GPU.
-const HOST_NEXT_SCRAPE_MS: i64 = 10_000;
+/// scrape after), before the GPU, still silent, is lost: more than a
+/// scrape's own spread (its GPUs share its time, give or take its
+/// samples' arrival), less than the shortest cadence (10 s), so that the
+/// decision comes at the third scrape back at every cadence. At 10 s it
+/// had skipped every other scrape and paged at the fifth.
+const HOST_NEXT_SCRAPE_MS: i64 = 5_000;
 
 impl Shard {
     /// A GPU's silence, judged when the fleet's clock passed it (or again

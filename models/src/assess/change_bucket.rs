@@ -175,7 +175,9 @@ pub(super) fn close_bucket(
             st.nb = st.nb.saturating_add(1);
             st.dev2 = st.dev2 * d + (st.sum - expected).powi(2).min(400.0);
             st.expected = st.expected * d + expected;
-            st.observed = st.observed * d + st.sum;
+            // (Capped as the squared deviations are, at 20 counts above
+            // the expected: a heavy bucket must not pull D down.)
+            st.observed = st.observed * d + st.sum.min(expected + 20.0);
             let counts = if sig.weighed_by_phase() {
                 st.expected.max(st.observed)
             } else {

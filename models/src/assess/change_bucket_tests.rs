@@ -41,15 +41,22 @@ fn learnt_dispersion(rate_h: f64, burst: f64, seed: u64) -> f64 {
 /// Poisson counts at 1.5× a baseline that runs low (as the lag or the
 /// traffic weights leave it) read as Poisson, not as bursts; counts that
 /// come three at a time read as bursts. Against the expected counts alone
-/// the first read D ≈ 1.5, and divided a precursor's evidence by that.
+/// the first read D of 1.0–1.6 by seed (1.21 on average over these ten),
+/// and divided a precursor's evidence by that.
 #[test]
 fn a_link_counters_baseline_that_runs_low_is_not_read_as_bursts() {
-    for seed in 1..=3 {
-        let poisson_d = learnt_dispersion(0.75, 1.0, seed);
-        assert!(
-            poisson_d < 1.2,
-            "seed {seed}: Poisson counts read D = {poisson_d:.2}"
-        );
+    let seeds = 1..=10u64;
+    let n = seeds.clone().count() as f64;
+    let poisson_d = seeds
+        .clone()
+        .map(|s| learnt_dispersion(0.75, 1.0, s))
+        .sum::<f64>()
+        / n;
+    assert!(
+        poisson_d < 1.1,
+        "Poisson counts read D = {poisson_d:.2} on average"
+    );
+    for seed in seeds {
         let bursts_d = learnt_dispersion(0.75, 3.0, seed);
         assert!(
             bursts_d > 1.8,
