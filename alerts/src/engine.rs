@@ -151,13 +151,8 @@ impl AlertEngine {
         let step = match self.kinds.get_mut(obs.kind) {
             Some(t) => match t.states[level].get_mut(value) {
                 Some(st) => {
-                    // (A late observation is ignored by the lifecycle: it
-                    // neither moves the page's hold nor raises a page.)
-                    obs.severity = if obs.ts_ms < st.last_seen {
-                        obs.severity.min(st.severity)
-                    } else {
-                        st.held_severity(&t.rule, obs.ts_ms, obs.severity, obs.confirmed)
-                    };
+                    obs.severity =
+                        st.held_severity(&t.rule, obs.ts_ms, obs.severity, obs.confirmed);
                     let step = st.observe_confirmed(&t.rule, obs.ts_ms, obs.value, obs.confirmed);
                     if st.active() && st.holding {
                         refresh(st, obs);

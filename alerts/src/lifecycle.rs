@@ -138,7 +138,10 @@ impl AlertState {
     /// critical rule with its own `for`), or at once when the value is
     /// confirmed (a sequential test's statistic is evidence held already).
     /// One sample's reading does not page: a burst of correctable errors
-    /// in 30 s reads 2,400/h and is gone at the next sample.
+    /// in 30 s reads 2,400/h and is gone at the next sample. A late
+    /// observation (older than the last seen), which the lifecycle
+    /// ignores, neither moves the hold nor claims more than the current
+    /// severity.
     pub fn held_severity(
         &mut self,
         rule: &Rule,
@@ -146,6 +149,9 @@ impl AlertState {
         severity: Severity,
         confirmed: bool,
     ) -> Severity {
+        if ts < self.last_seen {
+            return severity.min(self.severity);
+        }
         if severity < Severity::Critical {
             self.page_since = None;
             return severity;

@@ -1,8 +1,6 @@
 //! The counters' dispersion (part of [`super`]'s tests, through
 //! [`super::bucket::close_bucket`]): what it reads as bursts.
 
-use super::bucket::close_bucket;
-use super::stat::Stat;
 use super::tests::poisson;
 use super::*;
 use features::rng::Xoshiro256PlusPlus as SimRng;
