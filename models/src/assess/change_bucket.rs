@@ -136,7 +136,7 @@ pub(super) fn close_bucket(
         // it 0.5 h ahead instead of 8.5 h (random precursors seed 182).
         // Not for ECC: there the same read as Poisson the young baselines
         // of healthy GPUs that run low, and added false warnings (see
-        // docs/detection-quality.md).
+        // docs/decisions/0002-change-detection-history.md).
         let expected = (lambda0 * st.hours).max(1e-9);
         // What the bucket is judged against: counts, expected count and
         // dispersion.

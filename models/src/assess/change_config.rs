@@ -40,7 +40,7 @@ pub struct ChangeConfig {
     /// near 12) while a jump's first buckets count for what they show. 4
     /// held a quiet GPU's jump to four buckets; with the dispersion lagged
     /// (a burst no longer inflates it at once), 6 warned earlier on most
-    /// precursors and an hour ahead on more (docs/detection-quality.md).
+    /// precursors and an hour ahead on more (docs/decisions/0002).
     pub clip: f64,
     /// The same for the temperature's tests: 4. A job's hot phase is ten
     /// minutes of +6 °C, two buckets; at 6 each they warned.
