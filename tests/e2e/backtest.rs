@@ -1,6 +1,6 @@
 //! `forewarn backtest` on simulated telemetry: alert events follow the
 //! alert contract, nothing fires twice without a resolve, and the same input
-//! gives the same alerts.
+//! gives the same alerts — also when it is the telemetry `evaluate` scored.
 
 use std::collections::HashMap;
 
@@ -79,6 +79,60 @@ fn backtest_alerts_follow_the_contract_and_are_deterministic() {
         if e["status"] == "firing" {
             assert!(!was, "{key} fired twice without a resolve in between");
         }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `evaluate --telemetry` writes what a scenario fed the pipeline; a
+/// backtest of that file gives the scenario's alerts again, byte for byte,
+/// so a user can look into an evaluation's result with the other commands:
+/// Parquet for a clean run, JSON lines with the malformed messages for a
+/// dirty one.
+#[test]
+fn evaluate_telemetry_backtests_to_the_scenarios_alerts() {
+    let dir = scratch("evaluate-telemetry");
+    for (scenario, format) in [("pcie", "parquet"), ("dirty_stream", "jsonl")] {
+        let out = format!("eval-{scenario}");
+        forewarn(
+            &[
+                "evaluate",
+                "--scenario",
+                scenario,
+                "--reduced",
+                "--seed",
+                "5",
+                "--telemetry",
+                "--report-only",
+                "--out",
+                &out,
+            ],
+            &dir,
+        );
+        let input = format!("{out}/telemetry-{scenario}.{format}");
+        let written = std::fs::read(dir.join(&input)).expect("telemetry written");
+        if format == "jsonl" {
+            assert!(
+                written
+                    .split(|b| *b == b'\n')
+                    .any(|l| serde_json::from_slice::<Value>(l).is_err()),
+                "the dirty scenario's malformed messages are in the file"
+            );
+        }
+        let labels = std::fs::read_to_string(dir.join(format!("{out}/labels-{scenario}.csv")))
+            .expect("labels");
+        assert!(labels.lines().count() > 1, "labels written: {labels}");
+        let backtested = format!("bt-{scenario}.jsonl");
+        forewarn(
+            &["backtest", "--input", &input, "--alerts-out", &backtested],
+            &dir,
+        );
+        let scored =
+            std::fs::read(dir.join(format!("{out}/alerts-{scenario}.jsonl"))).expect("alerts");
+        assert!(!scored.is_empty(), "{scenario} raised alerts");
+        assert!(
+            scored == std::fs::read(dir.join(&backtested)).expect("backtest alerts"),
+            "{scenario}: backtest of evaluate's telemetry gives evaluate's alerts"
+        );
     }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -29,7 +29,7 @@ pub enum SimFormat {
 }
 
 impl SimFormat {
-    fn extension(self) -> &'static str {
+    pub(crate) fn extension(self) -> &'static str {
         match self {
             SimFormat::Jsonl => "jsonl",
             SimFormat::Parquet => "parquet",
@@ -80,7 +80,9 @@ pub struct SimulateArgs {
     /// --scenario`) to this fleet: its events (e.g. `rack_cooling`: one
     /// rack's inlet air heats for 1-2 h) at this size, seed and duration,
     /// with the scenario's failure rate unless --failure-rate is given.
-    /// Files only (not with --serve-metrics).
+    /// Files only (not with --serve-metrics). The fleet `evaluate` scores
+    /// for a scenario and seed is another draw (each scenario mixes its
+    /// name into the seed): `evaluate --telemetry` writes that one.
     #[arg(long, value_name = "NAME")]
     pub scenario: Option<String>,
     /// Plant one rack cooling incident (one rack's inlet air 8-14 °C
@@ -125,14 +127,15 @@ pub struct SimulateArgs {
 }
 
 /// Where samples go, whatever the format.
-enum Sink {
+/// Where `simulate` (and `evaluate --telemetry`) writes a fleet's ticks.
+pub(crate) enum Sink {
     Jsonl(BufWriter<File>),
     Parquet(Box<TelemetryWriter<BufWriter<File>>>),
     Prom(BufWriter<File>),
 }
 
 impl Sink {
-    fn open(path: &Path, format: SimFormat) -> anyhow::Result<Sink> {
+    pub(crate) fn open(path: &Path, format: SimFormat) -> anyhow::Result<Sink> {
         let f = BufWriter::with_capacity(
             1 << 20,
             File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -147,7 +150,11 @@ impl Sink {
         })
     }
 
-    fn write_tick(&mut self, samples: &[Sample], malformed: &[Vec<u8>]) -> anyhow::Result<()> {
+    pub(crate) fn write_tick(
+        &mut self,
+        samples: &[Sample],
+        malformed: &[Vec<u8>],
+    ) -> anyhow::Result<()> {
         match self {
             Sink::Parquet(w) => {
                 for s in samples {
@@ -177,7 +184,7 @@ impl Sink {
         Ok(())
     }
 
-    fn finish(self) -> anyhow::Result<()> {
+    pub(crate) fn finish(self) -> anyhow::Result<()> {
         match self {
             Sink::Parquet(w) => w.finish()?.flush()?,
             Sink::Jsonl(mut w) | Sink::Prom(mut w) => w.flush()?,
@@ -241,6 +248,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         })?;
         cfg.scenario = run.config.scenario;
         cfg.failure_rate_per_gpu_day = run.config.failure_rate_per_gpu_day;
+        cfg.racks_per_cluster = run.config.racks_per_cluster;
     }
     if let Some(rate) = args.failure_rate {
         cfg.failure_rate_per_gpu_day = rate;

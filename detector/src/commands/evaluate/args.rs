@@ -126,6 +126,15 @@ pub struct ScenarioArgs {
     /// into `dirty_stream`.
     #[arg(long)]
     pub dirty: bool,
+    /// Also write each scenario's telemetry exactly as the pipeline was fed
+    /// it and its ground truth (`<out>/labels-<scenario>.csv`): `forewarn
+    /// backtest --input` on that file gives the scenario's alerts again, to
+    /// look into a result. Parquet (`telemetry-<scenario>.parquet`, ~35 B
+    /// a sample: 93 MB for the full `random_precursors`); JSON lines for a
+    /// dirty run, whose malformed messages have no row (`.jsonl`, ~1.4 KB
+    /// a sample: 4 GB for the full `random_precursors --dirty`).
+    #[arg(long)]
+    pub telemetry: bool,
     /// GPUs per host in the simulated fleets (default 8; 4 for many PCIe
     /// servers): fewer GPUs share a host's air and its job.
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=16))]

@@ -22,6 +22,7 @@ use evaluation::{Outcome, summary};
 
 use super::args::EvaluateArgs;
 use crate::commands::backtest::run_pipeline;
+use crate::commands::simulate::{SimFormat, Sink};
 use crate::config::RawConfig;
 use crate::pipeline::AlertSink;
 
@@ -97,6 +98,10 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         let mut sim =
             Simulator::new(run.config.clone()).with_context(|| format!("scenario {}", run.name))?;
         let truth = Truth::of(&sim, crate::pipeline::shard::WARM_UP_MS);
+        let mut telemetry = match sa.telemetry {
+            true => Some(telemetry_files(&args.out, &run, &sim)?),
+            false => None,
+        };
         let (mut undecodable, mut samples) = (0u64, 0u64);
         let summary = run_pipeline(
             &cfg,
@@ -112,8 +117,12 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
                             s.metrics.clear(*f);
                         }
                     }
+                    let malformed = sim.malformed();
+                    if let Some(t) = telemetry.as_mut() {
+                        t.write_tick(&buf, &malformed)?;
+                    }
                     batch.append(&mut buf);
-                    for m in sim.malformed() {
+                    for m in malformed {
                         let out = features::decode(&m, 0);
                         undecodable += out.errors.len() as u64;
                         batch.extend(out.samples);
@@ -130,6 +139,10 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
                 Ok(())
             },
         )?;
+        if let Some(t) = telemetry {
+            t.finish()
+                .with_context(|| format!("writing scenario {}'s telemetry", run.name))?;
+        }
         let events = std::mem::take(
             &mut *events
                 .lock()
@@ -187,6 +200,23 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--telemetry`: the scenario's labels, and the file its ticks go to.
+fn telemetry_files(
+    out: &std::path::Path,
+    run: &ScenarioRun,
+    sim: &Simulator,
+) -> anyhow::Result<Sink> {
+    let labels: Vec<datasets::Label> = sim.labels().iter().map(datasets::Label::from).collect();
+    datasets::labels::write_csv(&out.join(format!("labels-{}.csv", run.name)), &labels)?;
+    // Malformed messages have no Parquet row: a dirty run keeps its lines.
+    let format = match run.config.dirty {
+        true => SimFormat::Jsonl,
+        false => SimFormat::Parquet,
+    };
+    let name = format!("telemetry-{}.{}", run.name, format.extension());
+    Sink::open(&out.join(name), format)
 }
 
 fn write_alerts(path: &std::path::Path, events: &[AlertEvent]) -> anyhow::Result<()> {
