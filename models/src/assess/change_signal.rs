@@ -11,6 +11,13 @@ use super::{ChangeConfig, Kind};
 const PEER_WARM_H: f64 = 0.5;
 const PEER_BASE_H: f64 = 6.0;
 
+/// Hours of judged buckets the temperature's own test learns before it
+/// counts. Its fit has already seen four hours and predicts from two to
+/// four hours before, so its first judged bucket comes 6-8 h into a GPU's
+/// history: the counters' four more hours left a thermal precursor under
+/// way then unjudged until ~12 h (and learnt as usual meanwhile).
+const THERMAL_WARM_H: f64 = 1.0;
+
 /// The smallest spread assumed for the bucket means of the temperature's
 /// difference to its host peers, °C (the difference cancels the
 /// workload's and the air's noise: whole degrees are its floor).
@@ -169,10 +176,10 @@ impl Signal {
     /// starts from a known place (like its peers), so half an hour of a
     /// phase is enough: see [`PEER_WARM_H`].
     pub(super) fn warm_up_h(self, cfg: &ChangeConfig) -> f64 {
-        if self == Signal::ThermalPeer {
-            PEER_WARM_H
-        } else {
-            cfg.warm_up_h
+        match self {
+            Signal::ThermalPeer => PEER_WARM_H,
+            Signal::Thermal => THERMAL_WARM_H,
+            _ => cfg.warm_up_h,
         }
     }
 }
