@@ -121,6 +121,11 @@ fn evaluate_telemetry_backtests_to_the_scenarios_alerts() {
         let labels = std::fs::read_to_string(dir.join(format!("{out}/labels-{scenario}.csv")))
             .expect("labels");
         assert!(labels.lines().count() > 1, "labels written: {labels}");
+        assert!(
+            dir.join(format!("{out}/labels-{scenario}.parquet"))
+                .is_file(),
+            "labels for train written"
+        );
         let backtested = format!("bt-{scenario}.jsonl");
         forewarn(
             &["backtest", "--input", &input, "--alerts-out", &backtested],

@@ -127,7 +127,8 @@ pub struct ScenarioArgs {
     #[arg(long)]
     pub dirty: bool,
     /// Also write each scenario's telemetry exactly as the pipeline was fed
-    /// it and its ground truth (`<out>/labels-<scenario>.csv`): `forewarn
+    /// it and its ground truth (`<out>/labels-<scenario>.csv` and
+    /// `.parquet`, as `simulate` writes them, for `train`): `forewarn
     /// backtest --input` on that file gives the scenario's alerts again, to
     /// look into a result. Parquet (`telemetry-<scenario>.parquet`, ~35 B
     /// a sample: 93 MB for the full `random_precursors`); JSON lines for a

@@ -210,6 +210,7 @@ fn telemetry_files(
 ) -> anyhow::Result<Sink> {
     let labels: Vec<datasets::Label> = sim.labels().iter().map(datasets::Label::from).collect();
     datasets::labels::write_csv(&out.join(format!("labels-{}.csv", run.name)), &labels)?;
+    datasets::labels::write_parquet(&out.join(format!("labels-{}.parquet", run.name)), &labels)?;
     // Malformed messages have no Parquet row: a dirty run keeps its lines.
     let format = match run.config.dirty {
         true => SimFormat::Jsonl,
