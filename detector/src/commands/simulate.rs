@@ -193,6 +193,16 @@ impl Sink {
     }
 }
 
+/// Writes a simulated fleet's ground truth as `<dir>/<stem>.csv` (the
+/// contract's `gpu,ts,kind`) and `<dir>/<stem>.parquet` (with precursor
+/// onset and topology, for `train`); returns how many labels.
+pub(crate) fn write_labels(sim: &Simulator, dir: &Path, stem: &str) -> anyhow::Result<usize> {
+    let labels: Vec<datasets::Label> = sim.labels().iter().map(datasets::Label::from).collect();
+    datasets::labels::write_csv(&dir.join(format!("{stem}.csv")), &labels)?;
+    datasets::labels::write_parquet(&dir.join(format!("{stem}.parquet")), &labels)?;
+    Ok(labels.len())
+}
+
 /// One sample as dcgm-exporter would print it, with explicit timestamps.
 fn write_prom(w: &mut impl Write, s: &Sample) -> std::io::Result<()> {
     let t = &s.topo;
@@ -281,9 +291,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", path.display()))?;
     pb.finish_and_clear();
 
-    let labels: Vec<datasets::Label> = sim.labels().iter().map(datasets::Label::from).collect();
-    datasets::labels::write_csv(&args.out.join("labels.csv"), &labels)?;
-    datasets::labels::write_parquet(&args.out.join("labels.parquet"), &labels)?;
+    let labels = write_labels(&sim, &args.out, "labels")?;
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "wrote {total} samples of {} GPUs over {} h to {} in {secs:.2} s ({:.0} samples/s); {} labels",
@@ -291,7 +299,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         args.hours,
         path.display(),
         total as f64 / secs.max(1e-9),
-        labels.len()
+        labels
     );
     Ok(())
 }

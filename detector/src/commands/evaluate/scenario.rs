@@ -22,7 +22,7 @@ use evaluation::{Outcome, summary};
 
 use super::args::EvaluateArgs;
 use crate::commands::backtest::run_pipeline;
-use crate::commands::simulate::{SimFormat, Sink};
+use crate::commands::simulate::{SimFormat, Sink, write_labels};
 use crate::config::RawConfig;
 use crate::pipeline::AlertSink;
 
@@ -98,9 +98,10 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         let mut sim =
             Simulator::new(run.config.clone()).with_context(|| format!("scenario {}", run.name))?;
         let truth = Truth::of(&sim, crate::pipeline::shard::WARM_UP_MS);
-        let mut telemetry = match sa.telemetry {
-            true => Some(telemetry_files(&args.out, &run, &sim)?),
-            false => None,
+        let mut telemetry = if sa.telemetry {
+            Some(telemetry_files(&args.out, &run, &sim)?)
+        } else {
+            None
         };
         let (mut undecodable, mut samples) = (0u64, 0u64);
         let summary = run_pipeline(
@@ -208,13 +209,12 @@ fn telemetry_files(
     run: &ScenarioRun,
     sim: &Simulator,
 ) -> anyhow::Result<Sink> {
-    let labels: Vec<datasets::Label> = sim.labels().iter().map(datasets::Label::from).collect();
-    datasets::labels::write_csv(&out.join(format!("labels-{}.csv", run.name)), &labels)?;
-    datasets::labels::write_parquet(&out.join(format!("labels-{}.parquet", run.name)), &labels)?;
+    write_labels(sim, out, &format!("labels-{}", run.name))?;
     // Malformed messages have no Parquet row: a dirty run keeps its lines.
-    let format = match run.config.dirty {
-        true => SimFormat::Jsonl,
-        false => SimFormat::Parquet,
+    let format = if run.config.dirty {
+        SimFormat::Jsonl
+    } else {
+        SimFormat::Parquet
     };
     let name = format!("telemetry-{}.{}", run.name, format.extension());
     Sink::open(&out.join(name), format)
