@@ -20,9 +20,10 @@
 //! proxy (the host's other GPUs' mean temperature) instead of their median
 //! miss read a peer that failed or went idle as hours of "too hot".
 //!
-//! A GPU's bucket is judged one bucket later, once its host's GPUs have
-//! closed theirs. Its fit predicts from the moments of 2–4 h before (as
-//! the counters' lagged baseline) and learns at the baselines' pace (a
+//! A GPU's bucket is judged with its second row after the close, once its
+//! host's GPUs on the same scrape have closed theirs. Its fit predicts
+//! from the moments of 2–4 h before (as the counters' lagged baseline;
+//! in a GPU's first hours, from its first four hours') and learns at the baselines' pace (a
 //! three-day half-life, a tenth of that while the test sees a change). A
 //! bucket whose power lies outside what the lagged fit has seen (its
 //! leverage above [`MAX_LEVERAGE`]) has no prediction: a GPU's first hours
@@ -44,8 +45,11 @@ const LEARN_OTHERS: usize = 3;
 /// weight, Σp, Σp², Σt, Σpt.
 type Moments = [f64; 5];
 
-/// Buckets the predicting snapshot needs (four hours).
-const MIN_BUCKETS: f64 = 48.0;
+/// Buckets the predicting snapshot needs: four hours of them as the
+/// baselines' decay weighs them (48 weigh 47.1 at a three-day half-life;
+/// at 48 the snapshot of 4 h in fell short and the first prediction came
+/// 8 h into a GPU's history instead of 6).
+const MIN_BUCKETS: f64 = 46.0;
 /// Ridge on the slope, in buckets at a spread of 100 W: an undetermined
 /// slope stays near 0 instead of following noise.
 const RIDGE: f64 = 1.0;
@@ -72,6 +76,13 @@ pub(super) struct ThermalFit {
     /// when the newer was taken: the older one predicts ([`snapshot`]).
     lagged: [Moments; 2],
     lagged_at_ms: i64,
+    /// The moments as they stood when they first had [`MIN_BUCKETS`]: what
+    /// predicts until the lagged snapshot has as many, so that a GPU's
+    /// test starts ~4 h into its history, not 6–8 h (a precursor under
+    /// way by then was learnt as usual, and every GPU of a new fleet was
+    /// blind for its first third of a day).
+    #[serde(default)]
+    early: Option<Moments>,
     /// Per workload phase, the mean and hours of the feature stage's
     /// temperature residual: the usual levels the peer signal takes out.
     pub(super) levels: [(f64, f64); 4],
@@ -118,11 +129,9 @@ pub(super) fn add(st: &mut Stat, row: &FeatureRow) {
 
 /// Closes a bucket of the `Thermal` signal: the feature stage's residual
 /// updates its phase's usual level (for the peer signal); the fit's miss
-/// joins its host's; the bucket before, whose host's misses are all in
-/// now, is judged and then learned — its temperature less the host's
-/// common part, so that the fit learns the GPU and not the air (a GPU
-/// idle through a cool night had learned a slope too steep and read
-/// +1 °C when it trained again).
+/// joins its host's and waits there to be judged ([`settle`]). A bucket
+/// still waiting (the GPU had no row since the one before closed) is
+/// settled first with what its host has.
 pub(super) fn close(
     cfg: &ChangeConfig,
     st: &mut Stat,
@@ -130,6 +139,7 @@ pub(super) fn close(
     host: Option<&str>,
     now_ms: i64,
 ) {
+    settle(cfg, st, air, host, now_ms);
     let Some(fit) = st.fit.as_mut() else {
         return;
     };
@@ -141,26 +151,54 @@ pub(super) fn close(
         level_learn(level, st.sum / f64::from(st.n), h, d);
     }
     let o = std::mem::take(&mut fit.open);
-    let key = host.map(|h| fnv1a(h.as_bytes()));
-    let mut this = None;
-    if o[2] >= 1.0 {
-        let (p, t) = (o[0] / o[2], o[1] / o[2]);
-        snapshot(&mut fit.lagged, &mut fit.lagged_at_ms, now_ms, fit.moments);
-        let miss = key.zip(predict(&fit.lagged[0], p)).map(|(k, pred)| {
-            air.push(k, st.bucket, t - pred);
-            t - pred
-        });
-        this = Some(Pending {
-            bucket: st.bucket,
-            p,
-            t,
-            miss,
-            phase: st.phase,
-        });
+    if o[2] < 1.0 {
+        return;
     }
-    let Some(pd) = std::mem::replace(&mut fit.pending, this) else {
+    let (p, t) = (o[0] / o[2], o[1] / o[2]);
+    snapshot(&mut fit.lagged, &mut fit.lagged_at_ms, now_ms, fit.moments);
+    if fit.early.is_none() && fit.moments[0] >= MIN_BUCKETS {
+        fit.early = Some(fit.moments);
+    }
+    let model = match &fit.early {
+        Some(early) if fit.lagged[0][0] < MIN_BUCKETS => early,
+        _ => &fit.lagged[0],
+    };
+    let key = host.map(|h| fnv1a(h.as_bytes()));
+    let miss = key.zip(predict(model, p)).map(|(k, pred)| {
+        air.push(k, st.bucket, t - pred);
+        t - pred
+    });
+    fit.pending = Some(Pending {
+        bucket: st.bucket,
+        p,
+        t,
+        miss,
+        phase: st.phase,
+    });
+}
+
+/// Judges the GPU's closed bucket against its host's common part, then
+/// the fit learns it — its temperature less that common part, so that
+/// the fit learns the GPU and not the air (a GPU idle through a cool
+/// night had learned a slope too steep and read +1 °C when it trained
+/// again). Called with the GPU's second row after the close, by when its
+/// host's GPUs on the same scrape have closed theirs (judging at the next
+/// close instead held every thermal warning back five minutes).
+pub(super) fn settle(
+    cfg: &ChangeConfig,
+    st: &mut Stat,
+    air: &mut HostGroups,
+    host: Option<&str>,
+    now_ms: i64,
+) {
+    let Some(pd) = st.fit.as_mut().and_then(|f| f.pending.take()) else {
         return;
     };
+    let Some(fit) = st.fit.as_mut() else {
+        return;
+    };
+    let d = cfg.decay(BUCKET_MS as f64 / 3.6e6, st.s > cfg.quiet_below());
+    let key = host.map(|h| fnv1a(h.as_bytes()));
     let others = key.and_then(|k| air.others(k, pd.bucket, pd.miss));
     let common = others.filter(|&(_, n)| n >= MIN_OTHERS).map(|(m, _)| m);
     // The fit learns the temperature less the air where enough of its
@@ -181,6 +219,14 @@ pub(super) fn close(
     (st.sum, st.n, st.phase) = (miss - common, 1, pd.phase);
     close_bucket(cfg, Signal::Thermal, st, None, None, now_ms);
     (st.sum, st.n, st.phase) = saved;
+}
+
+/// Whether the GPU's closed bucket is due to be judged with this row: it
+/// waits for one, and the open bucket has a row already.
+pub(super) fn due(st: &Stat) -> bool {
+    st.fit
+        .as_ref()
+        .is_some_and(|f| f.pending.is_some() && f.open[2] >= 1.0)
 }
 
 /// The prediction of `m` at power `p`, when it has enough buckets and `p`

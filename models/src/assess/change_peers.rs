@@ -3,7 +3,7 @@
 //! common part of its host's GPUs in its job and workload phase over the
 //! same bucket. Part of [`super`]: it keeps each (host, job, phase)
 //! group's bucket values for the last two buckets, so a GPU's bucket is
-//! judged once its peers' are in (one bucket later).
+//! judged once its peers' are in (with its second row after the close).
 //!
 //! The common part is the median of the members' residuals *each less its
 //! usual place among them* (this signal's baseline in that phase; in a
@@ -38,8 +38,8 @@ const OFFSET_AFTER_H: f64 = 1.0;
 
 /// Closes a GPU's bucket of the peer signal: its mean, less its usual
 /// place among its peers (in a phase's first hour its usual residual,
-/// `levels`, per phase, from [`super::fit`]), joins its group, and the
-/// bucket before (whose group is complete now) is judged.
+/// `levels`, per phase, from [`super::fit`]), joins its group and waits
+/// to be judged ([`settle`]); a bucket still waiting is judged first.
 pub(super) fn close(
     cfg: &ChangeConfig,
     st: &mut Stat,
@@ -47,7 +47,7 @@ pub(super) fn close(
     groups: &mut HostGroups,
     now_ms: i64,
 ) {
-    let pending = st.peer_prev.take();
+    settle(cfg, st, groups, now_ms);
     let mean = (st.n > 0).then(|| st.sum / f64::from(st.n));
     let this = match (mean, st.group) {
         (Some(m), Some(key)) if st.phase != MIXED => {
@@ -70,7 +70,14 @@ pub(super) fn close(
         }
         _ => None,
     };
-    if let Some((b, m, key, phase)) = pending
+    st.peer_prev = this;
+}
+
+/// Judges the GPU's closed bucket against its group's median, once the
+/// group's members on the same scrape have closed theirs: with the GPU's
+/// second row after the close (see [`super::fit::settle`]).
+pub(super) fn settle(cfg: &ChangeConfig, st: &mut Stat, groups: &HostGroups, now_ms: i64) {
+    if let Some((b, m, key, phase)) = st.peer_prev.take()
         && let Some(med) = groups.median(key, b)
     {
         let (sum, n, ph) = (st.sum, st.n, st.phase);
@@ -78,7 +85,11 @@ pub(super) fn close(
         close_bucket(cfg, Signal::ThermalPeer, st, None, None, now_ms);
         (st.sum, st.n, st.phase) = (sum, n, ph);
     }
-    st.peer_prev = this;
+}
+
+/// Whether the GPU's closed bucket is due to be judged with this row.
+pub(super) fn due(st: &Stat) -> bool {
+    st.peer_prev.is_some() && st.n >= 1
 }
 
 /// Fewest GPUs a group's median needs (the GPU itself included).

@@ -12,10 +12,10 @@ const PEER_WARM_H: f64 = 0.5;
 const PEER_BASE_H: f64 = 6.0;
 
 /// Hours of judged buckets the temperature's own test learns before it
-/// counts. Its fit has already seen four hours and predicts from two to
-/// four hours before, so its first judged bucket comes 6-8 h into a GPU's
-/// history: the counters' four more hours left a thermal precursor under
-/// way then unjudged until ~12 h (and learnt as usual meanwhile).
+/// counts. Its fit has already seen four hours (its first judged bucket
+/// comes ~4 h into a GPU's history, see [`super::fit`]): the counters'
+/// four more hours left a thermal precursor under way then unjudged for
+/// hours more (and learnt as usual meanwhile).
 const THERMAL_WARM_H: f64 = 1.0;
 
 /// The smallest spread assumed for the bucket means of the temperature's
