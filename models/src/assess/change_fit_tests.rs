@@ -217,44 +217,39 @@ fn the_fit_predicts_only_loads_it_has_seen() {
     );
 }
 
-#[test]
-fn a_cooling_fault_early_in_a_gpus_history_is_judged_once_its_fit_predicts() {
-    // GPU-1's thermal resistance climbs from 9 h into its history to +8 %
-    // at 12 h (+3.6 °C at 650 W), with no job to give it host peers: its
-    // own fit, predicting from about 4 h on, judges it and warns 1.9 h
-    // into the climb. With the counters' four hours of warm-up on top of
-    // the fit's, it warned 5.25 h in.
-    const START: f64 = 9.0;
+/// GPU-1's thermal resistance climbing from `start` h into its history to
+/// +8 % three hours later (+3.6 °C at 650 W), with no job to give it host
+/// peers: how long after `start` it is flagged, and why.
+fn flagged_after_a_climb_from(start: f64) -> (f64, String) {
     let fault = |k: usize, h: f64| {
-        if k == 1 && h >= START {
-            0.08 * ((h - START) / 3.0).min(1.0)
+        if k == 1 && h >= start {
+            0.08 * ((h - start) / 3.0).min(1.0)
         } else {
             0.0
         }
     };
-    let (at, why) = only_gpu_1(&run(20.0, &|_, h| Some(training(h)), &fault));
-    assert!(at - START < 3.5, "flagged {:.2} h after", at - START);
+    let (at, why) = only_gpu_1(&run(start + 11.0, &|_, h| Some(training(h)), &fault));
+    (at - start, why)
+}
+
+#[test]
+fn a_cooling_fault_early_in_a_gpus_history_is_judged_once_its_fit_predicts() {
+    // A climb from 9 h: its own fit, predicting from about 4 h on, judges
+    // it and warns 1.9 h into the climb. With the counters' four hours of
+    // warm-up on top of the fit's, it warned 5.25 h in.
+    let (after, why) = flagged_after_a_climb_from(9.0);
+    assert!(after < 3.5, "flagged {after:.2} h after");
     assert!(why.contains("its own"), "{why}");
 }
 
 #[test]
 fn a_cooling_fault_in_a_new_fleets_first_hours_is_judged_on_the_first_fit() {
     // Every GPU is new (a fleet just deployed, or forewarn just started)
-    // and GPU-1's thermal resistance climbs from 4.5 h to +8 % at 7.5 h,
-    // with no job to give it host peers. The lagged fit has four hours
-    // only 6 h in; the fit of the first four hours predicts from 4 h on
-    // and warns within the climb (2.8 h in). Judged by the lagged fit
-    // alone, the test began once the climb was half learnt and warned
-    // 5.1 h in.
-    const START: f64 = 4.5;
-    let fault = |k: usize, h: f64| {
-        if k == 1 && h >= START {
-            0.08 * ((h - START) / 3.0).min(1.0)
-        } else {
-            0.0
-        }
-    };
-    let (at, why) = only_gpu_1(&run(16.0, &|_, h| Some(training(h)), &fault));
-    assert!(at - START < 3.5, "flagged {:.2} h after", at - START);
+    // and the climb starts 4.5 h in. The lagged fit has four hours only
+    // 6 h in; the fit of the first four hours predicts from 4 h on and
+    // warns within the climb (2.8 h in). Judged by the lagged fit alone,
+    // the test began once the climb was half learnt and warned 5.1 h in.
+    let (after, why) = flagged_after_a_climb_from(4.5);
+    assert!(after < 3.5, "flagged {after:.2} h after");
     assert!(why.contains("its own"), "{why}");
 }
