@@ -367,18 +367,23 @@ impl ChangeDetector {
                     st.group = key;
                 }
             }
-            if sig == Signal::ThermalPeer && peers::due(st) {
-                peers::settle(&cfg, st, &self.groups, row.ts_ms);
+            // A temperature bucket closed a row ago is judged now, its
+            // host's GPUs on the same scrape having closed theirs.
+            match sig {
+                Signal::ThermalPeer if peers::due(st) => {
+                    peers::settle(&cfg, st, &self.groups, row.ts_ms);
+                }
+                Signal::Thermal if fit::due(st) => {
+                    let host = row.topo.host.as_deref();
+                    fit::settle(&cfg, st, &mut self.air, host, row.ts_ms);
+                }
+                _ => {}
             }
             let raw = sig.value(row);
             // A counter is judged in samples with errors, not in errors
             // (see the module header: a burst is one event).
             let v = if sig.counts() { raw.min(1.0) } else { raw };
             if sig == Signal::Thermal {
-                if fit::due(st) {
-                    let host = row.topo.host.as_deref();
-                    fit::settle(&cfg, st, &mut self.air, host, row.ts_ms);
-                }
                 fit::add(st, row);
             }
             if v.is_finite() {

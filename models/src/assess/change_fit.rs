@@ -77,7 +77,7 @@ pub(super) struct ThermalFit {
     lagged: [Moments; 2],
     lagged_at_ms: i64,
     /// The moments as they stood when they first had [`MIN_BUCKETS`]: what
-    /// predicts until the lagged snapshot has as many, so that a GPU's
+    /// predicts until the lagged snapshot has as many (then dropped), so that a GPU's
     /// test starts ~4 h into its history, not 6–8 h (a precursor under
     /// way by then was learnt as usual, and every GPU of a new fleet was
     /// blind for its first third of a day).
@@ -156,13 +156,14 @@ pub(super) fn close(
     }
     let (p, t) = (o[0] / o[2], o[1] / o[2]);
     snapshot(&mut fit.lagged, &mut fit.lagged_at_ms, now_ms, fit.moments);
-    if fit.early.is_none() && fit.moments[0] >= MIN_BUCKETS {
+    // (A snapshot's weight only grows toward the decay's steady state:
+    // once the lagged one has enough, the first hours' fit is done.)
+    if fit.lagged[0][0] >= MIN_BUCKETS {
+        fit.early = None;
+    } else if fit.early.is_none() && fit.moments[0] >= MIN_BUCKETS {
         fit.early = Some(fit.moments);
     }
-    let model = match &fit.early {
-        Some(early) if fit.lagged[0][0] < MIN_BUCKETS => early,
-        _ => &fit.lagged[0],
-    };
+    let model = fit.early.as_ref().unwrap_or(&fit.lagged[0]);
     let key = host.map(|h| fnv1a(h.as_bytes()));
     let miss = key.zip(predict(model, p)).map(|(k, pred)| {
         air.push(k, st.bucket, t - pred);
@@ -191,10 +192,10 @@ pub(super) fn settle(
     host: Option<&str>,
     now_ms: i64,
 ) {
-    let Some(pd) = st.fit.as_mut().and_then(|f| f.pending.take()) else {
+    let Some(fit) = st.fit.as_mut() else {
         return;
     };
-    let Some(fit) = st.fit.as_mut() else {
+    let Some(pd) = fit.pending.take() else {
         return;
     };
     let d = cfg.decay(BUCKET_MS as f64 / 3.6e6, st.s > cfg.quiet_below());
