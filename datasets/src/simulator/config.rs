@@ -150,6 +150,13 @@ pub struct SimConfig {
     /// little early or late each time (Prometheus spreads its scrapes);
     /// off, every sample carries its tick's time.
     pub spread_scrapes: bool,
+    /// `RandomPrecursors` only: each counter precursor (HBM, NVLink, PCIe)
+    /// grows from its GPU's own background rate to 5–500 times it at the
+    /// failure (log-uniform), instead of to an absolute rate drawn
+    /// regardless of the background. A quiet GPU's precursor is then as
+    /// quiet in absolute terms as its background, as on a generator whose
+    /// precursors scale the GPU's own rate. Off by default.
+    pub relative_precursors: bool,
 }
 
 impl Default for SimConfig {
@@ -172,6 +179,7 @@ impl Default for SimConfig {
             opaque_job_names: false,
             background_burst: 1.0,
             spread_scrapes: false,
+            relative_precursors: false,
         }
     }
 }

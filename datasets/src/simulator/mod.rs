@@ -214,6 +214,9 @@ impl Simulator {
         }
         if cfg.scenario == Scenario::RandomPrecursors {
             random_precursors::draw_backgrounds(seed, &mut slots);
+            if cfg.relative_precursors {
+                random_precursors::make_relative(&mut slots);
+            }
         }
         let mut replacements = Vec::with_capacity(plans.replacements.len());
         for r in plans.replacements {

@@ -155,6 +155,35 @@ impl GpuState {
     }
 }
 
+/// A counter precursor's size at failure as a multiple of its GPU's own
+/// background (`SimConfig::relative_precursors`).
+pub const RELATIVE_RANGE: (f64, f64) = (5.0, 500.0);
+
+/// Rescales every counter precursor to grow from its GPU's background:
+/// the drawn amplitude's place in its mode's range (log scale) becomes the
+/// same place in [`RELATIVE_RANGE`], times the background of the counter
+/// it drives. No draw is added, so everything else stays as drawn.
+pub(crate) fn make_relative(slots: &mut [GpuState]) {
+    let (rlo, rhi) = RELATIVE_RANGE;
+    for st in slots {
+        let (sbe, pcie, nvl) = (st.bg_sbe, st.bg_pcie, st.bg_nvlink);
+        let Some(f) = st.failure.as_mut() else {
+            continue;
+        };
+        let bg = match f.kind {
+            FailureKind::HbmEcc => sbe,
+            FailureKind::Pcie => pcie,
+            FailureKind::Nvlink => nvl,
+            _ => continue,
+        };
+        let (lo, hi) = amplitude_range(f.kind);
+        if let Some(p) = f.precursor.as_mut() {
+            let u = (p.amplitude / lo).ln() / (hi / lo).ln();
+            p.amplitude = bg * rlo * (rhi / rlo).powf(u.clamp(0.0, 1.0));
+        }
+    }
+}
+
 /// Amplitude range at failure per precursor mode.
 fn amplitude_range(kind: FailureKind) -> (f64, f64) {
     match kind {

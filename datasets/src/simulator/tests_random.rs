@@ -236,3 +236,48 @@ fn background_bursts_keep_the_rate_and_overdisperse_the_counts() {
         .is_err()
     );
 }
+
+#[test]
+fn relative_precursors_scale_each_gpus_own_background_and_nothing_else() {
+    let (lo, hi) = random_precursors::RELATIVE_RANGE;
+    let absolute = sim(3);
+    let relative = Simulator::new(SimConfig {
+        relative_precursors: true,
+        ..config(3)
+    })
+    .expect("valid config");
+    // The same fleet, failures and backgrounds: only the counter
+    // precursors' sizes change.
+    assert_eq!(absolute.labels(), relative.labels());
+    assert_eq!(absolute.background_rates(), relative.background_rates());
+    let bg: std::collections::HashMap<_, _> = relative.background_rates().into_iter().collect();
+    let kinds: std::collections::HashMap<_, _> = relative
+        .labels()
+        .iter()
+        .filter_map(|l| Some((l.gpu.clone()?, l.kind)))
+        .collect();
+    let mut scaled = 0;
+    for ((gpu, a), (_, r)) in absolute.precursors().into_iter().zip(relative.precursors()) {
+        assert_eq!(
+            (a.shape, a.steepness, a.duty),
+            (r.shape, r.steepness, r.duty)
+        );
+        let [sbe, pcie, nvl] = bg[&gpu];
+        let own = match kinds[&gpu] {
+            FailureKind::HbmEcc => sbe,
+            FailureKind::Pcie => pcie,
+            FailureKind::Nvlink => nvl,
+            _ => {
+                assert_eq!(a.amplitude, r.amplitude, "{gpu}: thermal unchanged");
+                continue;
+            }
+        };
+        let times = r.amplitude / own;
+        assert!(
+            (lo * 0.999..=hi * 1.001).contains(&times),
+            "{gpu}: {times}× its background"
+        );
+        scaled += 1;
+    }
+    assert!(scaled >= 6, "every counter mode scaled: {scaled}");
+}

@@ -7,7 +7,7 @@
 //! ```text
 //! cargo run -p evaluation --bin reference -- --scenario random_precursors --seed 1
 //!     [--reduced] [--rho 32] [--temp-k 1.5] [--temp-half-life 6] [--temp-sd-floor 1]
-//!     [--interval SECONDS] [--gpus-per-host N] [--hosts-per-rack N] [--background-burst M] [--spread-scrapes] [--forewarn DIR] [--json FILE] [--held-back]
+//!     [--interval SECONDS] [--gpus-per-host N] [--hosts-per-rack N] [--background-burst M] [--spread-scrapes] [--relative-precursors] [--forewarn DIR] [--json FILE] [--held-back]
 //! ```
 //!
 //! Seeds from 100 are held back for the final judgement of issue #29: they
@@ -48,6 +48,9 @@ struct Args {
     background_burst: Option<f64>,
     /// Spread scrape times, as `forewarn evaluate --spread-scrapes`.
     spread_scrapes: bool,
+    /// Precursors relative to the GPU's background, as `forewarn evaluate
+    /// --relative-precursors`.
+    relative_precursors: bool,
 }
 
 /// A whole number in `1..=max`.
@@ -82,6 +85,7 @@ fn parse() -> Result<Args, String> {
         hosts_per_rack: None,
         background_burst: None,
         spread_scrapes: false,
+        relative_precursors: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -110,6 +114,7 @@ fn parse() -> Result<Args, String> {
             "--hosts-per-rack" => a.hosts_per_rack = Some(whole(&flag, &value()?, 64)?),
             "--background-burst" => a.background_burst = Some(number(&flag, &value()?)?),
             "--spread-scrapes" => a.spread_scrapes = true,
+            "--relative-precursors" => a.relative_precursors = true,
             "--forewarn" => a.forewarn = Some(value()?.into()),
             "--json" => a.json = Some(value()?.into()),
             "--reduced" => a.reduced = true,
@@ -129,7 +134,8 @@ fn parse() -> Result<Args, String> {
 
 const USAGE: &str = "usage: reference --scenario NAME --seed N [--reduced] [--rho 32]
     [--temp-k 1.5] [--temp-half-life 6] [--temp-sd-floor 1] [--interval SECONDS]
-    [--gpus-per-host N] [--hosts-per-rack N] [--forewarn DIR] [--json FILE] [--held-back]
+    [--gpus-per-host N] [--hosts-per-rack N] [--background-burst M] [--spread-scrapes]
+    [--relative-precursors] [--forewarn DIR] [--json FILE] [--held-back]
 
 The hindsight CUSUM reference of issue #29 on one scenario at one seed: per
 GPU a Poisson CUSUM on each counter against the fleet background and a drift
@@ -181,6 +187,7 @@ fn run(a: &Args) -> Result<(), String> {
         sc.config.background_burst = b;
     }
     sc.config.spread_scrapes |= a.spread_scrapes;
+    sc.config.relative_precursors |= a.relative_precursors;
     let settings = Settings {
         rho: a.rho,
         temp: a.temp,

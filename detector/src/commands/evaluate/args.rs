@@ -154,4 +154,11 @@ pub struct ScenarioArgs {
     /// early or late each time (as `simulate --spread-scrapes`).
     #[arg(long)]
     pub spread_scrapes: bool,
+    /// `random_precursors` only: each counter precursor grows from its
+    /// GPU's own background to 5–500 times it at the failure, instead of to
+    /// an absolute rate (a quiet GPU's precursor stays small in absolute
+    /// terms): how detection holds on precursors that scale the GPU's own
+    /// rate.
+    #[arg(long)]
+    pub relative_precursors: bool,
 }

@@ -93,6 +93,7 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
             run.config.background_burst = b;
         }
         run.config.spread_scrapes |= sa.spread_scrapes;
+        run.config.relative_precursors |= sa.relative_precursors;
         let started = Instant::now();
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut sim =
