@@ -48,8 +48,11 @@
 //! warning threshold, 0.85 (where `hbm_ecc_trend` pages) at the page
 //! threshold.
 //!
-//! Baselines learn with a half-life of three days (a day absorbed
-//! precursors that grow over 10–20 h), and only at a tenth of that pace
+//! Baselines learn with a half-life of three days for the temperature (a
+//! day absorbed precursors that grow over 10–20 h) and 7.5 days for the
+//! counters (healthy backgrounds hold for weeks; at three days a rate
+//! growing over two days was partly learnt on the way), and only at a
+//! tenth of that pace
 //! while the statistic stands above a quarter of the warning threshold, so
 //! a slow precursor is not absorbed as the new normal; the temperature's
 //! baselines then also weigh a new bucket at a tenth (not the counters':

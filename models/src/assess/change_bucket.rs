@@ -170,7 +170,7 @@ pub(super) fn close_bucket(
         // was: a healthy GPU at the top of its SKU's spread must still
         // learn its own rate and bursts.)
         let quiet = early || st.s <= quarter;
-        let d = cfg.decay(st.hours, !quiet);
+        let d = cfg.counter_decay(st.hours, !quiet);
         if quiet {
             st.nb = st.nb.saturating_add(1);
             st.dev2 = st.dev2 * d + (st.sum - expected).powi(2).min(400.0);

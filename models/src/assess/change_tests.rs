@@ -447,3 +447,30 @@ fn a_quiet_gpus_jump_is_clear_from_its_first_handful_of_errors() {
         assert_eq!(ecc, None, "seed {seed}");
     }
 }
+
+#[test]
+fn a_rate_that_grows_over_two_days_is_not_learnt_on_the_way() {
+    // Five days at 0.2 correctable errors an hour, then a linear rise to
+    // 2/h over 40 h: at three days' half-life the counters' baseline
+    // (which weighs ~104 h of history then) takes in more of the rise on
+    // the way than at 7.5 days (~260 h) and the warning comes hours later.
+    let three_days = ChangeConfig {
+        counter_half_life_h: 72.0,
+        ..ChangeConfig::default()
+    };
+    let (onset, len) = (120.0, 40.0);
+    let ramp = move |h: f64| 0.2 + ((h - onset).max(0.0) / len).min(1.0) * 1.8;
+    for seed in [2, 4] {
+        let warn = |cfg| {
+            run_with(cfg, onset + len, seed, ramp, |_| 0.0)
+                .0
+                .map_or(f64::INFINITY, |h| h - onset)
+        };
+        let (long, short) = (warn(ChangeConfig::default()), warn(three_days));
+        // (Measured: 26.3 against 29.8 h, 28.4 against 33.1 h.)
+        assert!(
+            long + 2.0 < short,
+            "seed {seed}: warned {long:.1} h into the rise, at three days {short:.1} h"
+        );
+    }
+}
