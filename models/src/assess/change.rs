@@ -52,11 +52,10 @@
 //! day absorbed precursors that grow over 10–20 h) and 7.5 days for the
 //! counters (healthy backgrounds hold for weeks; at three days a rate
 //! growing over two days was partly learnt on the way), and only at a
-//! tenth of that pace
-//! while the statistic stands above a quarter of the warning threshold, so
-//! a slow precursor is not absorbed as the new normal; the temperature's
-//! baselines then also weigh a new bucket at a tenth (not the counters':
-//! see [`bucket::close_bucket`]).
+//! tenth of that pace while the statistic stands above a quarter of the
+//! warning threshold, so a slow precursor is not absorbed as the new
+//! normal; the temperature's baselines then also weigh a new bucket at a
+//! tenth (not the counters': see [`bucket::close_bucket`]).
 //!
 //! Three guards keep a precursor from hiding in its own baseline:
 //! - the counters' test compares with the baseline as of 2–4 h ago (two

@@ -23,12 +23,12 @@
 //! A GPU's bucket is judged with its second row after the close, once its
 //! host's GPUs on the same scrape have closed theirs. Its fit predicts
 //! from the moments of 2–4 h before (as the counters' lagged baseline;
-//! in a GPU's first hours, from its first four hours') and learns at the baselines' pace (a
-//! three-day half-life, a tenth of that while the test sees a change). A
-//! bucket whose power lies outside what the lagged fit has seen (its
-//! leverage above [`MAX_LEVERAGE`]) has no prediction: a GPU's first hours
-//! of training after a day idle would read as a fault of the extrapolated
-//! slope.
+//! in a GPU's first hours, from its first four hours') and learns at the
+//! temperature baselines' pace (a three-day half-life, a tenth of that
+//! while the test sees a change). A bucket whose power lies outside what
+//! the lagged fit has seen (its leverage above [`MAX_LEVERAGE`]) has no
+//! prediction: a GPU's first hours of training after a day idle would
+//! read as a fault of the extrapolated slope.
 
 use features::hash::fnv1a;
 use features::{Col, FeatureRow};
@@ -77,10 +77,10 @@ pub(super) struct ThermalFit {
     lagged: [Moments; 2],
     lagged_at_ms: i64,
     /// The moments as they stood when they first had [`MIN_BUCKETS`]: what
-    /// predicts until the lagged snapshot has as many (then dropped), so that a GPU's
-    /// test starts ~4 h into its history, not 6–8 h (a precursor under
-    /// way by then was learnt as usual, and every GPU of a new fleet was
-    /// blind for its first third of a day).
+    /// predicts until the lagged snapshot has as many (then dropped), so
+    /// that a GPU's test starts ~4 h into its history, not 6–8 h (a
+    /// precursor under way by then was learnt as usual, and every GPU of a
+    /// new fleet was blind for its first third of a day).
     #[serde(default)]
     early: Option<Moments>,
     /// Per workload phase, the mean and hours of the feature stage's
